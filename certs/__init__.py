@@ -1,0 +1,1 @@
+"""TLS: issue CA and serving certificates, inject caBundle, hot reload."""

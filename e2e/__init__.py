@@ -1,0 +1,1 @@
+"""End to end: the Kubernetes API double, the scheduler double, benchmarks."""

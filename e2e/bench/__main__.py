@@ -1,0 +1,58 @@
+"""`python -m e2e.bench NAME [--quick]`: run one benchmark, print one JSON object on stdout.
+
+Each benchmark is a module `e2e.bench.<name>` exposing `run(args) -> dict`; progress goes
+to stderr. Benchmarks never run under plain pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import sys
+from importlib import metadata
+
+import orjson
+
+BENCHMARKS = ("cel", "cache", "convert", "validate", "webhook", "extender")
+
+
+def _environment() -> dict[str, object]:
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "python": platform.python_version(),
+        "cel_python": version("cel-python"),
+        "aiohttp": version("aiohttp"),
+        "cpu": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.bench")
+    parser.add_argument("name", choices=BENCHMARKS)
+    parser.add_argument("--quick", action="store_true", help="reduced size, finishes in under a minute")
+    args = parser.parse_args(argv)
+    try:
+        module = importlib.import_module(f"e2e.bench.{args.name}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"e2e.bench.{args.name}":
+            print(f"benchmark {args.name!r} is not built yet", file=sys.stderr)
+            return 2
+        raise
+    figures = module.run(args)
+    figures.setdefault("benchmark", args.name)
+    figures.setdefault("quick", args.quick)
+    figures["environment"] = _environment()
+    sys.stdout.buffer.write(orjson.dumps(figures, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Scheduler extender: protocol, scoring, the HTTP app."""

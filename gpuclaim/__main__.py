@@ -1,0 +1,5 @@
+import sys
+
+from gpuclaim.cli import main
+
+sys.exit(main())

@@ -1,0 +1,65 @@
+"""`gpuclaim` entry point: parse the subcommand, import it lazily, map errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from gpuclaim import __version__
+from gpuclaim.commands import COMMANDS
+from gpuclaim.exitstatus import ExitStatus, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on usage errors already; keep its message to one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(ExitStatus.USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _build_parser() -> tuple[_Parser, dict[str, object]]:
+    parser = _Parser(prog="gpuclaim", description="Kubernetes DRA for GPU clusters: webhook and extender.")
+    parser.add_argument("--version", action="version", version=f"gpuclaim {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on internal errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    modules: dict[str, object] = {}
+    for name, cmd in COMMANDS.items():
+        available = importlib.util.find_spec(cmd.module) is not None
+        summary = cmd.summary if available else f"{cmd.summary} (not built yet: issue #{cmd.issue})"
+        sp = sub.add_parser(name, help=summary, description=summary)
+        if available:
+            module = importlib.import_module(cmd.module)
+            module.configure(sp)
+            modules[name] = module
+        else:
+            sp.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser, modules
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, modules = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return ExitStatus.USAGE
+    module = modules.get(args.command)
+    if module is None:
+        cmd = COMMANDS[args.command]
+        print(f"gpuclaim {args.command}: not built yet (issue #{cmd.issue})", file=sys.stderr)
+        return ExitStatus.USAGE
+    try:
+        return int(module.run(args))  # type: ignore[attr-defined]
+    except UsageError as exc:
+        print(f"gpuclaim {args.command}: {exc}", file=sys.stderr)
+        return ExitStatus.USAGE
+    except KeyboardInterrupt:
+        return ExitStatus.INTERRUPTED
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"gpuclaim {args.command}: internal error: {type(exc).__name__}: {exc} "
+              "(run with --debug for the traceback)", file=sys.stderr)
+        return ExitStatus.INTERNAL

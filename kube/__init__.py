@@ -1,0 +1,1 @@
+"""The only package that talks to kube-apiserver: config, the list/watch cluster view, template creation."""

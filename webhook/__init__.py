@@ -1,0 +1,1 @@
+"""Admission: conversion, validation, AdmissionReview handling, the HTTPS app."""
