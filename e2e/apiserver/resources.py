@@ -1,0 +1,59 @@
+"""The resource types the double serves, keyed the way their URL paths name them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    status_subresource: bool = False
+    immutable_spec: bool = False  # ResourceClaim(Template).spec cannot change after create
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}/{self.version}/{self.plural}"
+
+    def base_path(self, namespace: str | None = None) -> str:
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            return f"{prefix}/namespaces/{namespace}/{self.plural}"
+        return f"{prefix}/{self.plural}"
+
+
+_RESOURCE = "resource.k8s.io"
+_ADMISSION = "admissionregistration.k8s.io"
+
+RESOURCE_TYPES: tuple[ResourceType, ...] = (
+    ResourceType(_RESOURCE, "v1", "resourceslices", "ResourceSlice", namespaced=False),
+    ResourceType(_RESOURCE, "v1", "resourceclaims", "ResourceClaim", namespaced=True,
+                 status_subresource=True, immutable_spec=True),
+    ResourceType(_RESOURCE, "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True,
+                 immutable_spec=True),
+    ResourceType(_RESOURCE, "v1", "deviceclasses", "DeviceClass", namespaced=False),
+    ResourceType("", "v1", "namespaces", "Namespace", namespaced=False, status_subresource=True),
+    ResourceType("", "v1", "nodes", "Node", namespaced=False, status_subresource=True),
+    ResourceType("", "v1", "pods", "Pod", namespaced=True, status_subresource=True),
+    ResourceType("", "v1", "secrets", "Secret", namespaced=True),
+    ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True),
+    ResourceType(_ADMISSION, "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+                 namespaced=False),
+    ResourceType(_ADMISSION, "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
+                 namespaced=False),
+)
+
+BY_KEY: dict[str, ResourceType] = {rt.key: rt for rt in RESOURCE_TYPES}
+BY_KIND: dict[tuple[str, str], ResourceType] = {(rt.api_version, rt.kind): rt for rt in RESOURCE_TYPES}
+
+
+def lookup(group: str, version: str, plural: str) -> ResourceType | None:
+    return BY_KEY.get(f"{group}/{version}/{plural}")

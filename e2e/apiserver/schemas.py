@@ -1,0 +1,72 @@
+"""Validation of written objects against the official Kubernetes 1.34 OpenAPI schemas.
+
+The schemas are the ones shipped by `kubernetes-validate`; `kubernetes_validate.validate` re-reads
+and re-resolves them on every call (~13 ms), far too slow for a store that loads tens of thousands
+of objects, so the same Draft 2020-12 validator is built once per (apiVersion, kind) and reused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from typing import Any
+
+import importlib_resources
+import jsonschema
+import referencing
+from referencing import Registry, Resource
+
+KUBERNETES_VERSION = "1.34.0"
+_SCHEMA_DIR = f"kubernetes-json-schema/v{KUBERNETES_VERSION}-local-strict"
+
+
+class SchemaError(ValueError):
+    """The object does not match its schema; `field` is the Kubernetes field path of the problem."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+
+
+def _load(name: str) -> Any:
+    ref = importlib_resources.files("kubernetes_validate").joinpath(f"{_SCHEMA_DIR}/{name}")
+    return json.loads(ref.read_text())
+
+
+@cache
+def _definitions() -> Resource[Any]:
+    return Resource.from_contents(_load("_definitions.json"))
+
+
+@cache
+def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
+    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = _load(f"{kind.lower()}-{group}.json")
+    except FileNotFoundError:
+        return None
+    registry: Registry[Any] = Resource.from_contents(schema) @ Registry()
+    registry = _definitions() @ registry
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+def _render_path(path: Any) -> str:
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
+    return out
+
+
+def validate(obj: dict[str, Any]) -> None:
+    """Raise SchemaError when `obj` does not validate (strict: unknown fields are errors)."""
+    validator = _validator(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+    if validator is None:
+        raise SchemaError("kind", f"no 1.34 schema for {obj.get('apiVersion')}/{obj.get('kind')}")
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(obj))
+    except referencing.exceptions.Unresolvable as exc:  # a broken schema file, not the user's fault
+        raise SchemaError("", f"schema could not be resolved: {exc}") from exc
+    if error is not None:
+        raise SchemaError(_render_path(error.absolute_path), error.message)
