@@ -1,0 +1,46 @@
+"""Helpers for the certs tests: a fixed clock, the wanted names, an HTTPS server on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from aiohttp import web
+
+from certs import material, selfsigned
+
+NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+NAMES = selfsigned.Names.build([*selfsigned.service_dns_names("gpuclaim-webhook", "gpuclaim"), "localhost"],
+                               ["127.0.0.1"])
+
+
+def write_pair(directory: Path, pair: material.KeyPair) -> tuple[Path, Path]:
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    cert.write_bytes(pair.cert_pem)
+    key.write_bytes(pair.key_pem)
+    return cert, key
+
+
+async def _hello(request: web.Request) -> web.Response:
+    ssl_obj = request.transport.get_extra_info("ssl_object") if request.transport else None
+    version = ssl_obj.version() if ssl_obj is not None else "none"
+    return web.Response(text=version or "none")
+
+
+@contextlib.asynccontextmanager
+async def https_server(ctx: ssl.SSLContext) -> AsyncIterator[int]:
+    """An aiohttp app on 127.0.0.1 over `ctx`; yields the port. GET / answers the TLS version."""
+    app = web.Application()
+    app.router.add_get("/", _hello)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield port
+    finally:
+        await runner.cleanup()
