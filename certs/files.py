@@ -83,6 +83,13 @@ class CertReloader:
             _load_into(self.context, cert_pem, key_pem)
         except (material.MaterialError, ssl.SSLError) as exc:
             return self._reject(digest, str(exc), exc)
+        if self._pair is not None and _algorithm(self._pair) != _algorithm(pair):
+            # OpenSSL keeps one certificate per key algorithm in a context; the old one stays and is
+            # still chosen by clients that only accept that algorithm
+            log.warning(
+                "serving key algorithm changed from %s to %s: restart the server to drop the old certificate",
+                _algorithm(self._pair), _algorithm(pair),
+            )
         self._digest, self._pair, self._rejected = digest, pair, None
         self.reloads += 1
         log.info(
@@ -108,6 +115,10 @@ class CertReloader:
                 self.load()
             except Exception:  # only reachable before the first successful load
                 log.exception("serving certificate still not loadable")
+
+
+def _algorithm(pair: material.KeyPair) -> str:
+    return "RSA" if isinstance(pair.key, material.rsa.RSAPrivateKey) else "ECDSA"
 
 
 def _load_into(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:

@@ -25,9 +25,11 @@ def write_pair(directory: Path, pair: material.KeyPair) -> tuple[Path, Path]:
 
 
 async def _hello(request: web.Request) -> web.Response:
+    """Answer the TLS version; the client's port in X-Peer tells which connection carried the request."""
     ssl_obj = request.transport.get_extra_info("ssl_object") if request.transport else None
     version = ssl_obj.version() if ssl_obj is not None else "none"
-    return web.Response(text=version or "none")
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return web.Response(text=version or "none", headers={"X-Peer": str(peer[1] if peer else "")})
 
 
 @contextlib.asynccontextmanager
