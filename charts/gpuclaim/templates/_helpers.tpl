@@ -1,0 +1,239 @@
+{{/* Names. Every object name derives from gpuclaim.fullname so two releases never collide. */}}
+{{- define "gpuclaim.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpuclaim.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* A component name: <fullname>-<component>, kept within the 63-character DNS label limit. */}}
+{{- define "gpuclaim.component" -}}
+{{- $full := include "gpuclaim.fullname" .root | trunc (int (sub 62 (len .component))) | trimSuffix "-" }}
+{{- printf "%s-%s" $full .component }}
+{{- end }}
+
+{{- define "gpuclaim.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpuclaim.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpuclaim.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "gpuclaim.labels" -}}
+helm.sh/chart: {{ include "gpuclaim.chart" . }}
+{{ include "gpuclaim.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gpuclaim
+{{- end }}
+
+{{/* Labels of one component (webhook, extender, certs, scheduler). */}}
+{{- define "gpuclaim.componentLabels" -}}
+{{ include "gpuclaim.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "gpuclaim.componentSelector" -}}
+{{ include "gpuclaim.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Object names shared by several templates. */}}
+{{- define "gpuclaim.webhookName" -}}{{ include "gpuclaim.component" (dict "root" . "component" "webhook") }}{{- end }}
+{{- define "gpuclaim.extenderName" -}}{{ include "gpuclaim.component" (dict "root" . "component" "extender") }}{{- end }}
+{{- define "gpuclaim.certsName" -}}{{ include "gpuclaim.component" (dict "root" . "component" "certs") }}{{- end }}
+{{- define "gpuclaim.configName" -}}{{ include "gpuclaim.component" (dict "root" . "component" "config") }}{{- end }}
+{{- define "gpuclaim.schedulerName" -}}{{ include "gpuclaim.component" (dict "root" . "component" "scheduler") }}{{- end }}
+
+{{- define "gpuclaim.tlsSecretName" -}}
+{{- if .Values.certs.secretName }}{{ .Values.certs.secretName }}{{ else }}{{ include "gpuclaim.component" (dict "root" . "component" "tls") }}{{ end }}
+{{- end }}
+
+{{/* The DNS name the serving certificate is issued for (the webhook Service). */}}
+{{- define "gpuclaim.webhookHost" -}}
+{{- printf "%s.%s.svc" (include "gpuclaim.webhookName" .) .Release.Namespace }}
+{{- end }}
+
+{{- define "gpuclaim.extenderHost" -}}
+{{- printf "%s.%s.svc" (include "gpuclaim.extenderName" .) .Release.Namespace }}
+{{- end }}
+
+{{/* The selector gpuclaim certs uses to find the webhook configurations to inject the caBundle into. */}}
+{{- define "gpuclaim.webhookConfigSelector" -}}
+{{- printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s" (include "gpuclaim.name" .) .Release.Name }}
+{{- end }}
+
+{{- define "gpuclaim.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/* Hardened pod- and container-level security contexts (Pod Security Standard "restricted"). */}}
+{{- define "gpuclaim.podSecurityContext" -}}
+runAsNonRoot: true
+{{- with .Values.securityContext.runAsUser }}
+runAsUser: {{ . }}
+{{- end }}
+{{- with .Values.securityContext.runAsGroup }}
+runAsGroup: {{ . }}
+{{- end }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "gpuclaim.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* The mapped-resource test over one resource map expression `.m` (limits or requests). */}}
+{{- define "gpuclaim.resourceTest" -}}
+{{- $m := .m }}
+{{- $tests := list }}
+{{- range .names }}
+{{- $tests = append $tests (printf "'%s' in %s" . $m) }}
+{{- end }}
+{{- range .prefixes }}
+{{- $tests = append $tests (printf "%s.exists(r, r.startsWith('%s'))" $m .) }}
+{{- end }}
+{{- join " || " $tests }}
+{{- end }}
+
+{{/*
+CEL: true when any container or init container lists a mapped resource in limits or requests.
+Exact names are map lookups (constant cost); only prefixes iterate the map's keys.
+*/}}
+{{- define "gpuclaim.gpuPodExpression" -}}
+{{- $r := .Values.webhook.matchResources }}
+{{- $lim := include "gpuclaim.resourceTest" (dict "m" "c.resources.limits" "names" $r.names "prefixes" $r.prefixes) }}
+{{- $req := include "gpuclaim.resourceTest" (dict "m" "c.resources.requests" "names" $r.names "prefixes" $r.prefixes) }}
+{{- $c := printf "has(c.resources) && ((has(c.resources.limits) && (%s)) || (has(c.resources.requests) && (%s)))" $lim $req }}
+{{- printf "object.spec.containers.exists(c, %s) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, %s))" $c $c }}
+{{- end }}
+
+{{/* Pod template of the certs Job and CronJob. */}}
+{{- define "gpuclaim.certsPodTemplate" -}}
+metadata:
+  labels:
+    {{- include "gpuclaim.componentSelector" (dict "root" . "component" "certs") | nindent 4 }}
+spec:
+  serviceAccountName: {{ include "gpuclaim.certsName" . }}
+  restartPolicy: Never
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- include "gpuclaim.podSecurityContext" . | nindent 4 }}
+  containers:
+    - name: certs
+      image: {{ include "gpuclaim.image" . }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args:
+        - certs
+        - --namespace={{ .Release.Namespace }}
+        - --service={{ include "gpuclaim.webhookName" . }}
+        - --secret={{ include "gpuclaim.tlsSecretName" . }}
+        - --webhook-selector={{ include "gpuclaim.webhookConfigSelector" . }}
+      securityContext:
+        {{- include "gpuclaim.containerSecurityContext" . | nindent 8 }}
+      resources:
+        {{- toYaml .Values.certs.builtin.resources | nindent 8 }}
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+  volumes:
+    - name: tmp
+      emptyDir:
+        sizeLimit: 16Mi
+{{- end }}
+
+{{/* Namespaces and objects both webhooks skip: kube-system, the release namespace, extras, opt-out label. */}}
+{{- define "gpuclaim.webhookSelectors" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+        {{- toYaml (concat (list "kube-system" .Release.Namespace) .Values.webhook.excludeNamespaces | uniq) | nindent 8 }}
+    - key: {{ .Values.webhook.optOutLabel }}
+      operator: NotIn
+      values: ["disabled"]
+objectSelector:
+  matchExpressions:
+    - key: {{ .Values.webhook.optOutLabel }}
+      operator: NotIn
+      values: ["disabled"]
+{{- end }}
+
+{{/* metadata.annotations of the webhook configurations (cert-manager's CA injection). */}}
+{{- define "gpuclaim.webhookConfigAnnotations" -}}
+{{- if eq .Values.certs.mode "cert-manager" }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "gpuclaim.component" (dict "root" . "component" "serving")) }}
+{{- end }}
+{{- end }}
+
+{{/* clientConfig for one webhook path. */}}
+{{- define "gpuclaim.clientConfig" -}}
+clientConfig:
+  service:
+    name: {{ include "gpuclaim.webhookName" .root }}
+    namespace: {{ .root.Release.Namespace }}
+    path: {{ .path }}
+    port: 443
+  {{- if eq .root.Values.certs.mode "secret" }}
+  caBundle: {{ .root.Values.certs.caBundle }}
+  {{- end }}
+{{- end }}
+
+{{/*
+The KubeSchedulerConfiguration `extenders[]` entry. Prioritize only by default and ignorable, so
+the extender can never block scheduling; nodeCacheCapable so kube-scheduler sends node names,
+not whole Node objects. managedResources stays empty: kube-scheduler matches it against container
+limits/requests only, and converted pods carry their GPUs in resourceClaims, so any managed name
+would make the scheduler skip exactly the pods that need scoring; the extender answers pods
+without claims in well under a millisecond instead.
+The serving certificate is issued for the webhook Service name, which both servers present, so
+tlsConfig.serverName names it while urlPrefix may point at the extender by DNS name or ClusterIP.
+Call with (dict "root" $ "caFile" PATH).
+*/}}
+{{- define "gpuclaim.extenderEntry" -}}
+{{- $e := .root.Values.scheduler.extender }}
+- urlPrefix: {{ default (printf "https://%s:443" (include "gpuclaim.extenderHost" .root)) $e.urlPrefix | quote }}
+  prioritizeVerb: prioritize
+  {{- if $e.filter }}
+  filterVerb: filter
+  {{- end }}
+  weight: {{ $e.weight }}
+  nodeCacheCapable: true
+  enableHTTPS: true
+  tlsConfig:
+    insecure: false
+    serverName: {{ include "gpuclaim.webhookHost" .root | quote }}
+    caFile: {{ .caFile | quote }}
+  httpTimeout: {{ $e.httpTimeout | quote }}
+  ignorable: {{ $e.ignorable }}
+  managedResources: []
+{{- end }}
