@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from e2e.apiserver import errors, schemas
+from e2e.apiserver import defaults, errors, schemas
 from e2e.apiserver.admission import Admission, AdmissionAttributes
 from e2e.apiserver.resources import ResourceType
 
@@ -91,7 +91,7 @@ class Store:
         self._watchers: set[Watcher] = set()
         for name in _DEFAULT_NAMESPACES:
             self._put(_namespace_type(), "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
-                                              "status": {"phase": "Active"}}, restore=True)
+                                              "status": {"phase": "Active"}})
 
     # ---- reads ---------------------------------------------------------------------------------------------
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
@@ -172,6 +172,7 @@ class Store:
         meta["creationTimestamp"] = _now(self.clock)
         if "spec" in obj:
             meta["generation"] = 1
+        defaults.apply(rt.kind, obj)
         obj = await self._admit("CREATE", rt, namespace, obj, None, dry_run)
         if self._key(rt, obj) in self._objects[rt.key]:
             raise errors.already_exists(rt.plural, meta["name"], rt.group)
@@ -192,8 +193,9 @@ class Store:
             meta.setdefault("namespace", "default")
         meta.setdefault("uid", str(uuid.UUID(int=self.rng.getrandbits(128), version=4)))
         meta.setdefault("creationTimestamp", _now(self.clock))
+        defaults.apply(rt.kind, obj)
         self._validate(rt, obj)
-        return self._put(rt, "ADDED", obj, restore=True)
+        return self._put(rt, "ADDED", obj)
 
     async def update(self, rt: ResourceType, namespace: str, name: str, body: Obj, *,
                      subresource: str | None = None, dry_run: bool = False) -> Obj:
@@ -225,6 +227,7 @@ class Store:
             else:
                 meta.pop(key, None)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        defaults.apply(rt.kind, new)
         if rt.immutable_spec and new.get("spec") != old.get("spec"):
             raise errors.invalid(rt.kind, name, rt.group, "spec", "Invalid value: field is immutable")
         if new.get("spec") != old.get("spec") and "generation" in meta:
@@ -293,7 +296,7 @@ class Store:
         for watcher in self._watchers:
             watcher.offer(event)
 
-    def _put(self, rt: ResourceType, kind: str, obj: Obj, *, old: Obj | None = None, restore: bool = False) -> Obj:
+    def _put(self, rt: ResourceType, kind: str, obj: Obj, *, old: Obj | None = None) -> Obj:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         self._objects[rt.key][self._key(rt, obj)] = obj

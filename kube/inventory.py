@@ -1,0 +1,199 @@
+"""Incremental indexes over ResourceSlices and Nodes: which devices each node can use, and pools.
+
+Kept up to date on every event, so a per-node lookup is a dict access, never a scan:
+- nodeName slices are indexed by that node;
+- nodeSelector slices are matched against every node when they change, and every such slice is
+  re-matched against a node when the node's labels change (few selector slices, many nodes);
+- allNodes slices apply everywhere;
+- per pool (driver, pool name) only the newest generation counts, and the pool is complete when
+  that generation's slice count reaches `resourceSliceCount` (the allocator's rule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+Obj = dict[str, Any]
+
+
+class DeviceID(NamedTuple):
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    driver: str
+    name: str
+    generation: int
+    slice_names: tuple[str, ...]  # slices of the newest generation, sorted
+    resource_slice_count: int
+
+    @property
+    def complete(self) -> bool:
+        return len(self.slice_names) >= self.resource_slice_count
+
+
+def _requirement_matches(req: Mapping[str, Any], value: str | None) -> bool:
+    op, values = req.get("operator"), req.get("values") or []
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
+        try:
+            left, right = int(value), int(values[0])
+        except ValueError:
+            return False
+        return left > right if op == "Gt" else left < right
+    return False
+
+
+def node_selector_matches(selector: Mapping[str, Any], name: str, labels: Mapping[str, str]) -> bool:
+    """core/v1 NodeSelector as kube-scheduler matches it: terms ORed, requirements ANDed, empty term none."""
+    for term in selector.get("nodeSelectorTerms") or ():
+        exprs, fields = term.get("matchExpressions") or (), term.get("matchFields") or ()
+        if not exprs and not fields:
+            continue
+        if all(_requirement_matches(r, labels.get(r.get("key", ""))) for r in exprs) and all(
+            r.get("key") == "metadata.name" and _requirement_matches(r, name) for r in fields
+        ):
+            return True
+    return False
+
+
+@dataclass
+class _Pool:
+    slices: dict[str, Obj] = field(default_factory=dict)  # every generation still present, by slice name
+    view: PoolView | None = None
+
+
+class Inventory:
+    def __init__(self) -> None:
+        self.node_labels: dict[str, Mapping[str, str]] = {}
+        self._slices: dict[str, Obj] = {}
+        self._by_node: dict[str, set[str]] = {}  # nodeName slices, plus nodeSelector slices that match
+        self._selector_slices: set[str] = set()
+        self._all_nodes: set[str] = set()
+        self._pools: dict[tuple[str, str], _Pool] = {}
+
+    # ---- events --------------------------------------------------------------------------------------------
+    def on_node(self, old: Obj | None, new: Obj | None) -> None:
+        name = (new or old or {}).get("metadata", {}).get("name", "")
+        if new is None:
+            self.node_labels.pop(name, None)
+            for slice_name in self._selector_slices:
+                self._by_node.get(name, set()).discard(slice_name)
+            return
+        labels = new["metadata"].get("labels") or {}
+        if old is not None and self.node_labels.get(name) == labels:
+            return
+        self.node_labels[name] = labels
+        for slice_name in self._selector_slices:
+            selector = self._slices[slice_name]["spec"]["nodeSelector"]
+            if node_selector_matches(selector, name, labels):
+                self._by_node.setdefault(name, set()).add(slice_name)
+            else:
+                self._by_node.get(name, set()).discard(slice_name)
+
+    def on_slice(self, old: Obj | None, new: Obj | None) -> None:
+        if old is not None:
+            self._unindex(old)
+        if new is not None:
+            self._index(new)
+
+    def _index(self, obj: Obj) -> None:
+        name, spec = obj["metadata"]["name"], obj.get("spec") or {}
+        self._slices[name] = obj
+        if spec.get("nodeName"):
+            self._by_node.setdefault(spec["nodeName"], set()).add(name)
+        elif spec.get("nodeSelector"):
+            self._selector_slices.add(name)
+            for node, labels in self.node_labels.items():
+                if node_selector_matches(spec["nodeSelector"], node, labels):
+                    self._by_node.setdefault(node, set()).add(name)
+        else:  # allNodes, or perDeviceNodeSelection (filtered per device at lookup)
+            self._all_nodes.add(name)
+        key = (str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")))
+        pool = self._pools.setdefault(key, _Pool())
+        pool.slices[name] = obj
+        self._refresh_pool(key, pool)
+
+    def _unindex(self, obj: Obj) -> None:
+        name, spec = obj["metadata"]["name"], obj.get("spec") or {}
+        self._slices.pop(name, None)
+        if spec.get("nodeName"):
+            self._by_node.get(spec["nodeName"], set()).discard(name)
+        elif spec.get("nodeSelector"):
+            self._selector_slices.discard(name)
+            for members in self._by_node.values():
+                members.discard(name)
+        self._all_nodes.discard(name)
+        key = (str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")))
+        pool = self._pools.get(key)
+        if pool is not None:
+            pool.slices.pop(name, None)
+            if pool.slices:
+                self._refresh_pool(key, pool)
+            else:
+                del self._pools[key]
+
+    @staticmethod
+    def _refresh_pool(key: tuple[str, str], pool: _Pool) -> None:
+        def generation(o: Obj) -> int:
+            return int((o.get("spec", {}).get("pool") or {}).get("generation", 0) or 0)
+
+        newest = max(generation(o) for o in pool.slices.values())
+        current = sorted(n for n, o in pool.slices.items() if generation(o) == newest)
+        count = int((pool.slices[current[0]]["spec"].get("pool") or {}).get("resourceSliceCount", 1) or 1)
+        pool.view = PoolView(key[0], key[1], newest, tuple(current), count)
+
+    # ---- queries -------------------------------------------------------------------------------------------
+    def pool(self, driver: str, name: str) -> PoolView | None:
+        pool = self._pools.get((driver, name))
+        return pool.view if pool else None
+
+    def pools(self) -> list[PoolView]:
+        return [p.view for p in self._pools.values() if p.view is not None]
+
+    def _current(self, slice_name: str) -> bool:
+        spec = self._slices[slice_name].get("spec") or {}
+        view = self.pool(str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")))
+        return view is not None and slice_name in view.slice_names
+
+    def slices_for_node(self, node: str) -> list[Obj]:
+        """Slices usable on `node`, newest pool generation only, ordered by (driver, pool, slice name)."""
+        names = self._by_node.get(node, set()) | self._all_nodes
+        chosen = [self._slices[n] for n in names if self._current(n)]
+        chosen.sort(key=lambda o: (o["spec"].get("driver", ""), o["spec"]["pool"].get("name", ""),
+                                   o["metadata"]["name"]))
+        return chosen
+
+    def devices_for_node(self, node: str) -> Iterator[tuple[DeviceID, Obj, Obj]]:
+        """(id, device, slice) for every device available on `node`, in slice order then device order."""
+        labels = self.node_labels.get(node, {})
+        for slice_obj in self.slices_for_node(node):
+            spec = slice_obj["spec"]
+            per_device = bool(spec.get("perDeviceNodeSelection"))
+            for device in spec.get("devices") or ():
+                if per_device and not _device_on(device, node, labels):
+                    continue
+                yield DeviceID(spec["driver"], spec["pool"]["name"], device["name"]), device, slice_obj
+
+    def slice_count(self) -> int:
+        return len(self._slices)
+
+
+def _device_on(device: Obj, node: str, labels: Mapping[str, str]) -> bool:
+    if device.get("nodeName"):
+        return bool(device["nodeName"] == node)
+    if device.get("nodeSelector"):
+        return node_selector_matches(device["nodeSelector"], node, labels)
+    return bool(device.get("allNodes"))
