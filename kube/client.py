@@ -155,6 +155,8 @@ class KubeClient:
                         payload = raw.decode(errors="replace")
                     raise ApiError.from_status(response.status, payload, _retry_after(response.headers))
                 yield _events(response.content)
+        except TimeoutError:  # aiohttp's sock_read timeout: the stream went silent
+            raise TimeoutError(f"watch {path}: nothing received for {silence_timeout:g}s") from None
         except aiohttp.ClientError as exc:
             raise ApiUnavailable(f"watch {path}: {exc}") from None
 
