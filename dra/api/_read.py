@@ -90,6 +90,27 @@ class Reader:
             return []
         return list(value)
 
+    def objects(
+        self, parent: Mapping[str, Any], key: str, path: Path, *, limit: int | None = None
+    ) -> tuple[Mapping[str, Any], ...]:
+        """A list of objects kept raw (alpha fields); items that are not objects are reported and dropped."""
+        out = []
+        for i, item in enumerate(self.seq(parent, key, path, limit=limit)):
+            if isinstance(item, Mapping):
+                out.append(item)
+            else:
+                self.wrong_type(path.child(key).index(i), item, "an object")
+        return tuple(out)
+
+    def strings(self, parent: Mapping[str, Any], key: str, path: Path, *, limit: int | None = None) -> tuple[str, ...]:
+        out = []
+        for i, item in enumerate(self.seq(parent, key, path, limit=limit)):
+            if isinstance(item, str):
+                out.append(item)
+            else:
+                self.wrong_type(path.child(key).index(i), item, "a string")
+        return tuple(out)
+
     def str_map(self, parent: Mapping[str, Any], key: str, path: Path) -> Mapping[str, str]:
         """A map of strings to strings (labels, annotations); bad entries are reported and dropped."""
         value = parent.get(key)

@@ -311,7 +311,7 @@ def _parse_exact(raw: Mapping[str, Any], path: Path, r: Reader, *, name: str, re
         r.add(FieldError.not_supported(path.child("allocationMode"), mode_raw, ALLOCATION_MODES))
         count = count if count is not None else 1
     admin = False if sub else bool(r.boolean(raw, "adminAccess", path))
-    tolerations = r.seq(raw, "tolerations", path, limit=names.DEVICE_TOLERATIONS_MAX_LENGTH)
+    tolerations = r.objects(raw, "tolerations", path, limit=names.DEVICE_TOLERATIONS_MAX_LENGTH)
     capacity = r.obj(raw, "capacity", path)
     return ExactRequest(
         name=name,
@@ -322,7 +322,7 @@ def _parse_exact(raw: Mapping[str, Any], path: Path, r: Reader, *, name: str, re
         count=count,
         admin_access=admin,
         path=path,
-        tolerations=tuple(t for t in tolerations if isinstance(t, Mapping)),
+        tolerations=tolerations,
         capacity=capacity,
     )
 

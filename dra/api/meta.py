@@ -65,7 +65,7 @@ def check_type_meta(obj: Mapping[str, Any], kind: str, r: Reader) -> bool:
     ok = True
     root = Path.root("apiVersion")
     api_version = obj.get("apiVersion")
-    if api_version in OLD_API_VERSIONS:
+    if isinstance(api_version, str) and api_version in OLD_API_VERSIONS:
         r.add(
             FieldError.invalid(root, api_version, f"gpuclaim reads {API_VERSION} (Kubernetes 1.34); " + _V1_HINTS[kind])
         )

@@ -148,7 +148,7 @@ def parse_resource_slice(obj: object) -> tuple[ResourceSlice | None, list[FieldE
             r.add(FieldError.duplicate(_SPEC.child("devices").index(i), device.name))
         seen.add(device.name)
         devices.append(device)
-    shared = tuple(x for x in r.seq(spec, "sharedCounters", _SPEC) if isinstance(x, Mapping))
+    shared = r.objects(spec, "sharedCounters", _SPEC)
     slice_ = ResourceSlice(
         meta=meta,
         driver=driver,
@@ -270,7 +270,7 @@ def _parse_device(raw: object, i: int, driver: str, pool: str, per_device: bool,
             )
         )
     extras: dict[str, Any] = {}
-    if len(raw) > 3:  # name, attributes, capacity: anything else is rare (alpha features)
+    if per_device or len(raw) > 3:  # beyond name, attributes, capacity: rare alpha features
         extras = _parse_device_extras(raw, i, per_device, r)
     return Device(name=name, driver=driver, pool=pool, attributes=attributes, capacity=capacity, **extras)
 
@@ -278,12 +278,15 @@ def _parse_device(raw: object, i: int, driver: str, pool: str, per_device: bool,
 def _parse_device_extras(raw: Mapping[str, Any], i: int, per_device: bool, r: Reader) -> dict[str, Any]:
     dpath = _SPEC.child("devices").index(i)
     extras: dict[str, Any] = {}
+    # binding conditions (alpha DRADeviceBindingConditions): checked for shape only, not modelled
+    r.boolean(raw, "bindsToNode", dpath)
+    r.strings(raw, "bindingConditions", dpath, limit=names.BINDING_CONDITIONS_MAX_SIZE)
+    r.strings(raw, "bindingFailureConditions", dpath, limit=names.BINDING_CONDITIONS_MAX_SIZE)
     amm = r.boolean(raw, "allowMultipleAllocations", dpath)
     if amm:
         extras["allow_multiple_allocations"] = True
-    taints = r.seq(raw, "taints", dpath, limit=names.DEVICE_TAINTS_MAX_LENGTH)
-    extras["taints"] = tuple(t for t in taints if isinstance(t, Mapping))
-    extras["consumes_counters"] = tuple(c for c in r.seq(raw, "consumesCounters", dpath) if isinstance(c, Mapping))
+    extras["taints"] = r.objects(raw, "taints", dpath, limit=names.DEVICE_TAINTS_MAX_LENGTH)
+    extras["consumes_counters"] = r.objects(raw, "consumesCounters", dpath)
     has_node_fields = any(raw.get(k) is not None for k in ("nodeName", "nodeSelector", "allNodes"))
     if per_device:
         node_name, node_selector, all_nodes, _ = _parse_node_association(raw, dpath, r, per_slice=False)

@@ -1,0 +1,108 @@
+"""NodeSelector matching as kube-scheduler's nodeaffinity does it, and its validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from api_helpers import paths
+
+from dra import api
+from dra.api._read import Reader
+from dra.api.nodeselector import parse_node_selector
+from dra.fieldpath import Path
+
+
+def selector(*terms: dict[str, Any]) -> api.NodeSelector:
+    r = Reader()
+    parsed = parse_node_selector({"nodeSelectorTerms": list(terms)}, Path.root("nodeSelector"), r)
+    assert r.errors == [] and parsed is not None
+    return parsed
+
+
+def expr(key: str, op: str, *values: str) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": key, "operator": op, "values": list(values)}]}
+
+
+LABELS = {"zone": "z1", "gpus": "8", "nvidia.com/gpu.product": "H100"}
+
+MATCH_CASES = [
+    ("in", expr("zone", "In", "z1", "z2"), True),
+    ("in-miss", expr("zone", "In", "z3"), False),
+    ("in-absent", expr("rack", "In", "r1"), False),
+    ("notin", expr("zone", "NotIn", "z2"), True),
+    ("notin-absent-label-matches", expr("rack", "NotIn", "r1"), True),
+    ("exists", expr("nvidia.com/gpu.product", "Exists"), True),
+    ("doesnotexist", expr("rack", "DoesNotExist"), True),
+    ("gt", expr("gpus", "Gt", "4"), True),
+    ("gt-equal", expr("gpus", "Gt", "8"), False),
+    ("lt", expr("gpus", "Lt", "9"), True),
+    ("gt-non-integer-label", expr("zone", "Gt", "1"), False),
+    ("field-name-in", {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}, True),
+    ("field-name-notin", {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-a"]}]}, False),
+    ("empty-term-matches-nothing", {}, False),
+    (
+        "expressions-are-anded",
+        {
+            "matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["z1"]},
+                {"key": "rack", "operator": "Exists"},
+            ]
+        },
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("term", "expected"), [c[1:] for c in MATCH_CASES], ids=[c[0] for c in MATCH_CASES])
+def test_one_term_matches_like_kube_scheduler(term: dict[str, Any], expected: bool) -> None:
+    if not term:
+        sel = api.NodeSelector(terms=(api.NodeSelectorTerm(),))
+    else:
+        sel = selector(term)
+    assert sel.matches(labels=LABELS, name="node-a") is expected
+    assert api.node_selector_matches(sel, labels=LABELS, name="node-a") is expected
+
+
+def test_terms_are_ored() -> None:
+    sel = selector(expr("zone", "In", "nope"), expr("gpus", "Gt", "1"))
+    assert sel.matches(labels=LABELS, name="n")
+    assert not selector(expr("zone", "In", "nope")).matches(labels=LABELS, name="n")
+
+
+INVALID = [
+    ("no-terms", {"nodeSelectorTerms": []}, [("nodeSelector.nodeSelectorTerms", "FieldValueRequired")]),
+    (
+        "in-without-values",
+        {"nodeSelectorTerms": [expr("zone", "In")]},
+        [("nodeSelector.nodeSelectorTerms[0].matchExpressions[0].values", "FieldValueRequired")],
+    ),
+    (
+        "exists-with-values",
+        {"nodeSelectorTerms": [expr("zone", "Exists", "x")]},
+        [("nodeSelector.nodeSelectorTerms[0].matchExpressions[0].values", "FieldValueForbidden")],
+    ),
+    (
+        "gt-two-values",
+        {"nodeSelectorTerms": [expr("gpus", "Gt", "1", "2")]},
+        [("nodeSelector.nodeSelectorTerms[0].matchExpressions[0].values", "FieldValueRequired")],
+    ),
+    (
+        "bad-operator",
+        {"nodeSelectorTerms": [expr("zone", "Near", "x")]},
+        [("nodeSelector.nodeSelectorTerms[0].matchExpressions[0].operator", "FieldValueNotSupported")],
+    ),
+    (
+        "bad-field-key",
+        {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]}]}]},
+        [("nodeSelector.nodeSelectorTerms[0].matchFields[0].key", "FieldValueNotSupported")],
+    ),
+    ("not-an-object", [], [("nodeSelector", "FieldValueInvalid")]),
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def test_invalid_node_selectors_are_reported(raw: Any, expected: list[tuple[str, str]]) -> None:
+    r = Reader()
+    parse_node_selector(raw, Path.root("nodeSelector"), r)
+    assert paths(r.errors) == expected
