@@ -65,13 +65,14 @@ class Material:
     problems: tuple[str, ...] = ()
 
     def bundle(self) -> list[material.x509.Certificate]:
-        """The CAs clients must trust, signer first."""
+        """The CAs clients must trust, oldest first: the bytes stay the same from the introduction of
+        the next CA through the switch, so the switch rewrites no webhook configuration."""
         out = [] if self.signer is None else [self.signer.cert]
         if self.next is not None:
             out.append(self.next.cert)
         if self.previous is not None:
             out.append(self.previous)
-        return out
+        return sorted(out, key=lambda c: (c.not_valid_before_utc, material.fingerprint(c)))
 
     def bundle_pem(self) -> bytes:
         return material.bundle_pem(self.bundle())

@@ -5,6 +5,7 @@ from a CA it was not already trusting."""
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -143,7 +144,7 @@ def test_ca_rotation_step2_switches_to_the_next_ca_and_step3_retires_the_old_one
     assert step2.actions == (f"rotated CA (overlap until {step2.overlap_until.isoformat()})",)
     assert m.signer == r.step1.material.next and m.previous == r.start.signer.cert  # type: ignore[union-attr]
     assert material.issued_by(m.serving.cert, m.signer.cert)  # type: ignore[union-attr]
-    assert m.bundle() == [m.signer.cert, r.start.signer.cert]  # type: ignore[union-attr]
+    assert m.bundle() == [r.start.signer.cert, m.signer.cert]  # type: ignore[union-attr]
     # idempotent during the overlap
     assert rotation.plan(m, names=NAMES, now=t2 + DAY, trusted_everywhere=_fps(m)).actions == ()
     # step 3: the old CA leaves the bundle when the overlap ends
@@ -211,7 +212,8 @@ def test_an_inconsistent_policy_is_refused(kwargs: dict, message: str) -> None:
         rotation.Policy(**kwargs)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500 if os.environ.get("GPUCLAIM_LONG") else 25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(
     # around the CA's renewal window (day 3285) half the time, anywhere in its life otherwise
     start=st.one_of(st.integers(min_value=3270, max_value=3330), st.integers(min_value=0, max_value=3660)),
@@ -221,7 +223,8 @@ def test_no_client_ever_meets_a_serving_cert_from_a_ca_it_does_not_trust(
     start: int, steps: list[tuple[int, bool]]
 ) -> None:
     """Runs at arbitrary days; sometimes the injection of the bundle is lost (a failed patch). Unless
-    everything was (re)issued, the serving cert after a run is from a CA the webhooks trusted before it."""
+    everything is (re)issued, a run that moves the serving cert to another CA only moves it to a CA
+    every webhook already trusted before the run."""
     m = _fresh().material
     injected = _fps(m)
     seen: set[str] = set()
@@ -234,10 +237,10 @@ def test_no_client_ever_meets_a_serving_cert_from_a_ca_it_does_not_trust(
         assert new.serving.not_before <= now < new.serving.not_after
         assert material.issued_by(new.serving.cert, new.signer.cert)
         assert new.signer.cert in new.bundle() and len(new.bundle()) <= 2
-        if not any(a.startswith("issued") for a in p.actions):
+        moved = not material.issued_by(new.serving.cert, m.signer.cert)  # type: ignore[union-attr]
+        if moved and not any(a.startswith("issued") for a in p.actions):
             assert material.fingerprint(new.signer.cert) in injected
         if inject_ok:
             injected = _fps(new)
         m = new
         seen.update(a.split(" (")[0] for a in p.actions)
-    print(sorted(seen))
