@@ -1,0 +1,275 @@
+"""Compile and evaluate DRA device selectors: the API the validator, allocator and extender use.
+
+``compile_selector(expr, mode=...)`` checks an expression as kube-apiserver (``"new"``) or
+kube-scheduler (``"stored"``) does and returns a :class:`CompiledSelector`; compiled selectors are
+kept in a bounded LRU :class:`SelectorCache` (``DEFAULT_CACHE`` is the process-wide one, a cache and
+nothing else). A compiled selector caches its results by the projection of a device on what it reads
+(driver, the attributes and capacities it names, "absent" included), so identical GPUs cost one
+evaluation.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from dra.cel import ast, cost, parser, reads, regex
+from dra.cel import types as t
+from dra.cel.checker import check
+from dra.cel.errors import CelCompileError, CelRuntimeError, error_at
+from dra.cel.runtime import BUDGET, RuntimeDevice, compile_checked
+from dra.cel.values import DomainMap, type_name
+from dra.quantity import Quantity
+from dra.semver import Semver
+
+Mode = Literal["new", "stored"]
+MAX_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength
+MAX_COST = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost, also the runtime limit
+_RESULTS_PER_SELECTOR = 4096
+_ABSENT = ("<absent>",)
+
+
+class Device(Protocol):
+    """What a selector sees of a device; names are fully qualified (``gpu.nvidia.com/productName``).
+
+    An unqualified name is read under the driver's domain, as upstream's ``parseQualifiedName`` does.
+    """
+
+    @property
+    def driver(self) -> str: ...
+
+    @property
+    def attributes(self) -> Mapping[str, int | bool | str | Semver]: ...
+
+    @property
+    def capacity(self) -> Mapping[str, Quantity]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PlainDevice:
+    """A minimal :class:`Device` (tests, the CLI without a slice)."""
+
+    driver: str = ""
+    attributes: Mapping[str, int | bool | str | Semver] = None  # type: ignore[assignment]
+    capacity: Mapping[str, Quantity] = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.attributes is None:
+            object.__setattr__(self, "attributes", {})
+        if self.capacity is None:
+            object.__setattr__(self, "capacity", {})
+
+
+def _split(name: str, driver: str) -> tuple[str, str]:
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (driver, name)
+
+
+def runtime_device(device: Device) -> RuntimeDevice:
+    attrs: DomainMap = DomainMap()
+    for name, value in device.attributes.items():
+        domain, ident = _split(name, device.driver)
+        attrs.setdefault(domain, {})[ident] = value
+    caps: DomainMap = DomainMap()
+    for name, q in device.capacity.items():
+        domain, ident = _split(name, device.driver)
+        caps.setdefault(domain, {})[ident] = q
+    rd = RuntimeDevice(device.driver, attrs, caps)
+    # Only the StoredExpressions env (or DRAConsumableCapacity) declares the field; false unless set.
+    rd.allowMultipleAllocations = bool(getattr(device, "allow_multiple_allocations", False))
+    return rd
+
+
+class CompiledSelector:
+    """A checked, compiled expression. ``reads`` is what it reads of a device (see :mod:`reads`)."""
+
+    def __init__(self, expression: str, mode: Mode, fn: Any, estimated_cost: int, track: bool,
+                 reads_: frozenset[reads.Read], result_type: t.Type) -> None:
+        self.expression = expression
+        self.mode = mode
+        self.estimated_cost = estimated_cost
+        self.reads = reads_
+        self.result_type = result_type
+        self._fn = fn
+        self._track = track
+        self._results: dict[tuple[Any, ...], bool | CelRuntimeError] = {}
+        self._key = _projector(reads_)
+
+    def value(self, device: Device | None) -> Any:
+        """Evaluate to a plain value (any type), raising :class:`CelRuntimeError`."""
+        env: dict[str, Any] = {"device": runtime_device(device or PlainDevice())}
+        if self._track:
+            env[BUDGET] = [MAX_COST]
+        return self._fn(env)
+
+    def evaluate(self, device: Device) -> bool:
+        """Whether the device matches; raises :class:`CelRuntimeError` as the scheduler would fail."""
+        key = self._key(device)
+        result = self._results.get(key)
+        if result is None:
+            result = self._evaluate_uncached(device)
+            if len(self._results) >= _RESULTS_PER_SELECTOR:
+                self._results.clear()
+            self._results[key] = result
+        if type(result) is bool:
+            return result
+        raise result  # type: ignore[misc]
+
+    def _evaluate_uncached(self, device: Device) -> bool | CelRuntimeError:
+        try:
+            v = self.value(device)
+        except CelRuntimeError as err:
+            return err
+        except RecursionError:
+            return CelRuntimeError("max recursion depth exceeded")
+        if type(v) is not bool:
+            tn = type_name(v)
+            return CelRuntimeError(
+                f"CEL result of type {tn} could not be converted to bool: "
+                f"unsupported native conversion from {tn} to 'bool'"
+            )
+        return v
+
+
+def _tagged(v: object) -> tuple[type, object]:
+    return (type(v), v)  # True and 1 hash alike; the type keeps them apart
+
+
+def _projector(rs: frozenset[reads.Read]) -> Any:
+    """A function device -> hashable key of exactly what the selector reads."""
+    items = sorted(rs)
+    if any(r.domain is None and r.kind in ("attribute", "capacity") for r in items):
+        def everything(device: Device) -> tuple[Any, ...]:
+            return (
+                device.driver,
+                bool(getattr(device, "allow_multiple_allocations", False)),
+                tuple(sorted((k, _tagged(v)) for k, v in device.attributes.items())),
+                tuple(sorted((k, _tagged(v)) for k, v in device.capacity.items())),
+            )
+
+        return everything
+    with_driver = any(r.kind == "driver" for r in items)
+    with_multi = any(r.kind == "allowMultipleAllocations" for r in items)
+    singles = [(r.kind, f"{r.domain}/{r.name}", r.domain, r.name) for r in items if r.name is not None]
+    domains = [(r.kind, r.domain) for r in items if r.name is None and r.domain is not None]
+
+    def key(device: Device) -> tuple[Any, ...]:
+        driver = device.driver
+        out: list[Any] = [driver] if with_driver or domains or singles else []
+        if with_multi:
+            out.append(bool(getattr(device, "allow_multiple_allocations", False)))
+        for kind, fq, domain, name in singles:
+            source = device.attributes if kind == "attribute" else device.capacity
+            v = source.get(fq, _ABSENT)
+            if v is _ABSENT and domain == driver:
+                v = source.get(name, _ABSENT)  # type: ignore[arg-type]
+            out.append(_tagged(v))
+        for kind, domain in domains:
+            source = device.attributes if kind == "attribute" else device.capacity
+            out.append(tuple(sorted(
+                (k, _tagged(v)) for k, v in source.items() if _split(k, driver)[0] == domain
+            )))
+        return tuple(out)
+
+    return key
+
+
+def _check_regexes(text: str, e: ast.Expr) -> None:
+    if isinstance(e, ast.Call) and e.function in ("matches", "find", "findAll"):
+        pattern = e.args[-1] if e.target is None and e.function == "matches" else (e.args[0] if e.args else None)
+        if isinstance(pattern, ast.Const) and pattern.kind == "string":
+            try:
+                regex.compile_re2(pattern.value)  # type: ignore[arg-type]
+            except Exception:
+                raise error_at(text, pattern.pos, f"invalid {e.function} argument") from None
+    for child in ast.children(e):
+        _check_regexes(text, child)
+
+
+def compile_uncached(expression: str, *, mode: Mode = "new", any_result: bool = False) -> CompiledSelector:
+    """Compile without a cache. ``any_result`` lifts the bool-result rule (for ``gpuclaim cel``)."""
+    if len(expression.encode("utf-8")) > MAX_LENGTH:
+        raise CelCompileError(f"Too long: may not be more than {MAX_LENGTH} bytes", kind="too_long")
+    checked = check(expression, parser.parse(expression), stored=mode == "stored")
+    out = checked.type_of(checked.expr)
+    if not any_result and out not in (t.BOOL, t.ANY):
+        raise CelCompileError(f"must evaluate to bool or the unknown type, not {out}")
+    _check_regexes(expression, checked.expr)
+    estimated = cost.estimate(checked).hi
+    if mode == "new" and estimated > MAX_COST:
+        hint = None
+        if "!=" in expression:
+            hint = "'!=' on quantities is estimated at the maximum cost; write !(a == b) or a.compareTo(b) != 0"
+        raise CelCompileError("too complex, exceeds cost limit", kind="too_complex", cost=estimated, hint=hint)
+    fn = compile_checked(checked, track_cost=estimated > MAX_COST)
+    return CompiledSelector(expression, mode, fn, estimated, estimated > MAX_COST, reads.analyse(checked.expr), out)
+
+
+class SelectorCache:
+    """A bounded LRU of compiled selectors (and of compile errors), keyed by (expression, mode)."""
+
+    def __init__(self, maxsize: int = 256) -> None:
+        self.maxsize = maxsize
+        self._entries: OrderedDict[tuple[str, str], CompiledSelector | CelCompileError] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def compile(self, expression: str, *, mode: Mode = "new") -> CompiledSelector:
+        key = (expression, mode)
+        entry = self._entries.get(key)
+        if entry is None:
+            try:
+                entry = compile_uncached(expression, mode=mode)
+            except CelCompileError as err:
+                entry = err
+            self._entries[key] = entry
+            if len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
+        if isinstance(entry, CelCompileError):
+            raise entry
+        return entry
+
+
+#: The process-wide compile cache (only a cache: dropping it changes nothing but speed).
+DEFAULT_CACHE = SelectorCache(maxsize=256)
+
+
+def compile_selector(expression: str, *, mode: Mode = "new", cache: SelectorCache | None = None) -> CompiledSelector:
+    return (cache or DEFAULT_CACHE).compile(expression, mode=mode)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One device against an ordered list of selectors (class selectors first, then the request's)."""
+
+    matched: bool
+    error: str | None = None
+    selector_index: int | None = None  # the selector that said false or failed
+
+
+def match_devices(selectors: Sequence[CompiledSelector], devices: Iterable[Device]) -> list[Outcome]:
+    """Evaluate in order, stopping at the first false or error, as the allocator does."""
+    out: list[Outcome] = []
+    yes = Outcome(True)
+    for device in devices:
+        outcome = yes
+        for i, sel in enumerate(selectors):
+            try:
+                if not sel.evaluate(device):
+                    outcome = Outcome(False, None, i)
+                    break
+            except CelRuntimeError as err:
+                outcome = Outcome(False, err.message, i)
+                break
+        out.append(outcome)
+    return out
+
+
+def evaluate_expression(expression: str, device: Device | None = None, *, mode: Mode = "stored") -> Any:
+    """Compile (any result type) and evaluate once; raises CelCompileError / CelRuntimeError."""
+    return compile_uncached(expression, mode=mode, any_result=True).value(device)
