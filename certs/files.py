@@ -9,15 +9,17 @@ present; every open connection keeps the certificate it was set up with, so noth
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
 import ssl
 import tempfile
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 
-from certs import material
+from certs import context, material
 
 log = logging.getLogger("gpuclaim.certs")
 
@@ -107,6 +109,16 @@ class CertReloader:
         self._rejected = digest
         return False
 
+    async def cleanup_ctx(self, _app: object) -> AsyncIterator[None]:
+        """For `app.cleanup_ctx.append(reloader.cleanup_ctx)`: the poll task lives as long as the app."""
+        task = asyncio.create_task(self.run(), name="gpuclaim-certs-reload")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def run(self) -> None:
         """Poll forever; cancel to stop. Errors are logged, never raised (the old pair keeps serving)."""
         while True:
@@ -115,6 +127,19 @@ class CertReloader:
                 self.load()
             except Exception:  # only reachable before the first successful load
                 log.exception("serving certificate still not loadable")
+
+
+def reloading_server_context(
+    *, cert_file: Path, key_file: Path, min_version: str = "1.2", interval: float = 10.0
+) -> CertReloader:
+    """The servers' entry point: a server context with the pair loaded (or an error raised: a server
+    must not start without a certificate) and its reloader. Serve `reloader.context`, register
+    `reloader.cleanup_ctx`, and read `reloader.loaded` / `reloader.expiry_timestamp()`."""
+    reloader = CertReloader(
+        context.server_context(min_version=min_version), cert_file=cert_file, key_file=key_file, interval=interval
+    )
+    reloader.load()
+    return reloader
 
 
 def _algorithm(pair: material.KeyPair) -> str:

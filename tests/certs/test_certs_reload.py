@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
@@ -174,3 +174,36 @@ def test_unchanged_files_are_not_reloaded(tmp_path: Path, serving: material.KeyP
     write_pair(tmp_path, serving)  # rewritten with the same content (a Secret volume resync)
     assert reloader.load() is False
     assert reloader.reloads == 1 and reloader.failures == 0
+
+
+async def test_a_server_wires_the_reloader_with_cleanup_ctx_and_exports_the_expiry(
+    tmp_path: Path, ca: material.KeyPair, serving: material.KeyPair
+) -> None:
+    from aiohttp import web
+    from prometheus_client import CollectorRegistry, Gauge
+
+    cert, key = write_pair(tmp_path, serving)
+    reloader = files.reloading_server_context(cert_file=cert, key_file=key, interval=0.02)
+    registry = CollectorRegistry()
+    Gauge("gpuclaim_certs_expiry_timestamp_seconds", "notAfter of the served certificate",
+          registry=registry).set_function(reloader.expiry_timestamp)
+    app = web.Application()
+    app.cleanup_ctx.append(reloader.cleanup_ctx)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=reloader.context)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        assert registry.get_sample_value("gpuclaim_certs_expiry_timestamp_seconds") == serving.not_after.timestamp()
+        new = selfsigned.issue_serving(ca=ca, names=NAMES, now=datetime.now(UTC), validity=timedelta(days=90))
+        files.write_dir(tmp_path, {"tls.crt": new.cert_pem, "tls.key": new.key_pem}, private=frozenset({"tls.key"}))
+        for _ in range(200):
+            if reloader.fingerprint == material.fingerprint(new.cert):
+                break
+            await asyncio.sleep(0.01)
+        assert await _peer_cert(port, context.client_context(ca_pem=ca.cert_pem)) == _der(new)
+        assert registry.get_sample_value("gpuclaim_certs_expiry_timestamp_seconds") == new.not_after.timestamp()
+    finally:
+        await runner.cleanup()
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "gpuclaim-certs-reload"]
