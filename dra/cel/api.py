@@ -28,6 +28,8 @@ Mode = Literal["new", "stored"]
 MAX_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength
 MAX_COST = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost, also the runtime limit
 _RESULTS_PER_SELECTOR = 4096
+_DEVICES_PER_CHAIN = 200_000
+_CHAINS_PER_SELECTOR = 16
 _ABSENT = ("<absent>",)
 
 
@@ -94,7 +96,8 @@ class CompiledSelector:
         self.result_type = result_type
         self._fn = fn
         self._track = track
-        self._results: dict[tuple[Any, ...], bool | CelRuntimeError] = {}
+        self._results: dict[Any, bool | CelRuntimeError] = {}
+        self._chains: dict[tuple[CompiledSelector, ...], dict[int, tuple[Device, Outcome]]] = {}
         self._key = _projector(reads_)
 
     def value(self, device: Device | None) -> Any:
@@ -106,6 +109,13 @@ class CompiledSelector:
 
     def evaluate(self, device: Device) -> bool:
         """Whether the device matches; raises :class:`CelRuntimeError` as the scheduler would fail."""
+        result = self.outcome(device)
+        if result is True or result is False:
+            return result
+        raise result
+
+    def outcome(self, device: Device) -> bool | CelRuntimeError:
+        """Like :meth:`evaluate` but returns the error instead of raising it (cached by projection)."""
         key = self._key(device)
         result = self._results.get(key)
         if result is None:
@@ -113,9 +123,19 @@ class CompiledSelector:
             if len(self._results) >= _RESULTS_PER_SELECTOR:
                 self._results.clear()
             self._results[key] = result
-        if type(result) is bool:
-            return result
-        raise result  # type: ignore[misc]
+        return result
+
+    def chain_cache(self, before: tuple[CompiledSelector, ...]) -> dict[int, tuple[Device, Outcome]]:
+        """Outcomes of ``before + (self,)`` by device object, owned by the last selector of the chain.
+
+        Devices are immutable; an entry keeps its device alive so that its ``id`` cannot be reused.
+        """
+        chain = self._chains.get(before)
+        if chain is None or len(chain) >= _DEVICES_PER_CHAIN:
+            if len(self._chains) >= _CHAINS_PER_SELECTOR:
+                self._chains.clear()
+            chain = self._chains[before] = {}
+        return chain
 
     def _evaluate_uncached(self, device: Device) -> bool | CelRuntimeError:
         try:
@@ -138,42 +158,51 @@ def _tagged(v: object) -> tuple[type, object]:
 
 
 def _projector(rs: frozenset[reads.Read]) -> Any:
-    """A function device -> hashable key of exactly what the selector reads."""
+    """A function device -> hashable key of exactly what the selector reads ("absent" included).
+
+    Generated as straight-line code: it runs once per device and selector on a first pass.
+    Values carry their type where equality would mix them up (``True == 1`` in Python).
+    """
     items = sorted(rs)
     if any(r.domain is None and r.kind in ("attribute", "capacity") for r in items):
-        def everything(device: Device) -> tuple[Any, ...]:
-            return (
-                device.driver,
-                bool(getattr(device, "allow_multiple_allocations", False)),
-                tuple(sorted((k, _tagged(v)) for k, v in device.attributes.items())),
-                tuple(sorted((k, _tagged(v)) for k, v in device.capacity.items())),
-            )
+        return _everything
+    lines = ["def key(device):", "    d = device.driver", "    a = device.attributes", "    c = device.capacity"]
+    parts = ["d"] if any(r.kind == "driver" for r in items) else []
+    if any(r.kind == "allowMultipleAllocations" for r in items):
+        parts.append("bool(getattr(device, 'allow_multiple_allocations', False))")
+    consts: dict[str, Any] = {"_A": _ABSENT, "_domain_items": _domain_items}
+    for n, r in enumerate(items):
+        src = "a" if r.kind == "attribute" else "c"
+        if r.name is not None:
+            consts[f"k{n}"], consts[f"n{n}"], consts[f"m{n}"] = f"{r.domain}/{r.name}", r.name, r.domain
+            lines += [
+                f"    v{n} = {src}.get(k{n}, _A)",
+                f"    if v{n} is _A and d == m{n}:",
+                f"        v{n} = {src}.get(n{n}, _A)",
+            ]
+            parts += [f"v{n}", f"v{n}.__class__"]
+            if "d" not in parts:
+                parts.insert(0, "d")  # the driver decides what an unqualified name means
+        elif r.domain is not None:
+            consts[f"m{n}"] = r.domain
+            parts.append(f"_domain_items({src}, d, m{n})")
+    lines.append(f"    return ({', '.join(parts)},)" if parts else "    return ()")
+    namespace: dict[str, Any] = dict(consts)
+    exec("\n".join(lines), namespace)
+    return namespace["key"]
 
-        return everything
-    with_driver = any(r.kind == "driver" for r in items)
-    with_multi = any(r.kind == "allowMultipleAllocations" for r in items)
-    singles = [(r.kind, f"{r.domain}/{r.name}", r.domain, r.name) for r in items if r.name is not None]
-    domains = [(r.kind, r.domain) for r in items if r.name is None and r.domain is not None]
 
-    def key(device: Device) -> tuple[Any, ...]:
-        driver = device.driver
-        out: list[Any] = [driver] if with_driver or domains or singles else []
-        if with_multi:
-            out.append(bool(getattr(device, "allow_multiple_allocations", False)))
-        for kind, fq, domain, name in singles:
-            source = device.attributes if kind == "attribute" else device.capacity
-            v = source.get(fq, _ABSENT)
-            if v is _ABSENT and domain == driver:
-                v = source.get(name, _ABSENT)  # type: ignore[arg-type]
-            out.append(_tagged(v))
-        for kind, domain in domains:
-            source = device.attributes if kind == "attribute" else device.capacity
-            out.append(tuple(sorted(
-                (k, _tagged(v)) for k, v in source.items() if _split(k, driver)[0] == domain
-            )))
-        return tuple(out)
+def _domain_items(source: Mapping[str, Any], driver: str, domain: str) -> tuple[Any, ...]:
+    return tuple(sorted((k, _tagged(v)) for k, v in source.items() if _split(k, driver)[0] == domain))
 
-    return key
+
+def _everything(device: Device) -> tuple[Any, ...]:
+    return (
+        device.driver,
+        bool(getattr(device, "allow_multiple_allocations", False)),
+        tuple(sorted((k, _tagged(v)) for k, v in device.attributes.items())),
+        tuple(sorted((k, _tagged(v)) for k, v in device.capacity.items())),
+    )
 
 
 def _check_regexes(text: str, e: ast.Expr) -> None:
@@ -253,23 +282,37 @@ class Outcome:
 
 
 def match_devices(selectors: Sequence[CompiledSelector], devices: Iterable[Device]) -> list[Outcome]:
-    """Evaluate in order, stopping at the first false or error, as the allocator does."""
-    out: list[Outcome] = []
-    yes = Outcome(True)
-    for device in devices:
-        outcome = yes
-        for i, sel in enumerate(selectors):
-            try:
-                if not sel.evaluate(device):
-                    outcome = Outcome(False, None, i)
-                    break
-            except CelRuntimeError as err:
-                outcome = Outcome(False, err.message, i)
-                break
-        out.append(outcome)
-    return out
+    """Evaluate in order, stopping at the first false or error, as the allocator does.
+
+    Outcomes are cached per device object for this exact chain of selectors (the next scheduling
+    cycle sees the same immutable devices), and each selector caches by device projection.
+    """
+    devs = devices if isinstance(devices, list) else list(devices)
+    if not selectors:
+        return [_YES] * len(devs)
+    no = [Outcome(False, None, i) for i in range(len(selectors))]
+    checks = [(i, sel.outcome) for i, sel in enumerate(selectors)]
+    chain = selectors[-1].chain_cache(tuple(selectors[:-1]))
+    # The repeat pass is a few C-level sweeps; only misses run Python per device.
+    hits = list(map(chain.get, map(id, devs)))
+    out: list[Outcome | None] = [h[1] if h is not None and h[0] is d else None for h, d in zip(hits, devs, strict=True)]
+    for n in [n for n, o in enumerate(out) if o is None]:
+        device = devs[n]
+        outcome = _YES
+        for i, check_one in checks:
+            result = check_one(device)
+            if result is True:
+                continue
+            outcome = no[i] if result is False else Outcome(False, result.message, i)  # type: ignore[union-attr]
+            break
+        chain[id(device)] = (device, outcome)
+        out[n] = outcome
+    return out  # type: ignore[return-value]
 
 
 def evaluate_expression(expression: str, device: Device | None = None, *, mode: Mode = "stored") -> Any:
     """Compile (any result type) and evaluate once; raises CelCompileError / CelRuntimeError."""
     return compile_uncached(expression, mode=mode, any_result=True).value(device)
+
+
+_YES = Outcome(True)
