@@ -144,3 +144,18 @@ def test_a_config_change_rolls_the_server_pods() -> None:
         return dep["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
 
     assert checksum({}) != checksum({"config": {"logging": {"level": "debug"}}})
+
+
+@pytest.mark.parametrize("values_set", SETS)
+def test_mounted_secrets_are_readable_by_the_non_root_user_and_nobody_else(render: Any, values_set: str) -> None:
+    for where, spec in pod_specs(render(values_set)):
+        for volume in spec.get("volumes", []):
+            if "secret" not in volume:
+                continue
+            mode = volume["secret"].get("defaultMode", 0o644)
+            if mode & 0o004:
+                # world-readable only for public material (the CA certificate)
+                assert [i["key"] for i in volume["secret"]["items"]] == ["ca.crt"], where
+            else:
+                psc = spec["securityContext"]
+                assert mode & 0o040 and psc["fsGroup"] == psc["runAsGroup"], where

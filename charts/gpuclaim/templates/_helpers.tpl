@@ -92,6 +92,8 @@ runAsUser: {{ . }}
 {{- end }}
 {{- with .Values.securityContext.runAsGroup }}
 runAsGroup: {{ . }}
+# Secret volumes are mode 0440: group ownership is what lets the non-root user read the key.
+fsGroup: {{ . }}
 {{- end }}
 seccompProfile:
   type: RuntimeDefault
