@@ -105,6 +105,7 @@ async def test_rotation_under_load_fails_no_request_and_new_connections_get_the_
     assert failures == []
     assert len(ok) > 100
     assert reloader.reloads == len(pairs)
+    assert reloader.failures > 0  # the half-written pairs were on disk, polled, and refused
     # the keep-alive connections were never dropped: each stayed on one client port throughout
     assert [len(p) for p in keep_alive_ports] == [1, 1]
     assert reloader.expiry_timestamp() == pairs[-1].not_after.timestamp()
