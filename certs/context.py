@@ -34,7 +34,8 @@ def server_context(
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = tls_version(min_version)
     ctx.maximum_version = ssl.TLSVersion.MAXIMUM_SUPPORTED
-    # webhook clients send one request per connection burst; tickets would only add key material to rotate
+    # ticket keys live as long as the process and are never rotated: without tickets, forward secrecy
+    # does not hinge on them (apiservers keep connections alive, so resumption would save little)
     ctx.options |= ssl.OP_NO_TICKET
     if cert_file is not None or key_file is not None:
         if cert_file is None or key_file is None:

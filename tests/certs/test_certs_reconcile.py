@@ -5,6 +5,7 @@ retried, a CA rotation walked across runs, and the Secret valid against the 1.34
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import kubernetes_validate
@@ -18,7 +19,7 @@ TARGET = reconcile.Target(namespace="gpuclaim", secret_name="gpuclaim-webhook-tl
 MWC, VWC = "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"
 
 
-def _clock(t: datetime):
+def _clock(t: datetime) -> Callable[[], datetime]:
     return lambda: t
 
 
