@@ -28,6 +28,7 @@ from kube.client import KubeClient
 from kube.inventory import DeviceID, Inventory, PoolView
 from kube.metrics import CacheMetrics
 from kube.reflector import Obj, Reflector, WatchSpec
+from kube.sharing import Interner
 
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=gpuclaim"
 Subscriber = Callable[[str, str, Obj], None]  # (kind, event type, object)
@@ -69,6 +70,7 @@ class ClusterCache:
         self._subscribers: list[Subscriber] = []
         self._tasks: list[asyncio.Task[None]] = []
         rng = rng or random.Random()
+        interner = Interner()  # one table for all kinds: claims share strings with slices (pool, device names)
         handlers: dict[str, Callable[[Obj | None, Obj | None], None]] = {
             "ResourceSlice": self.inventory.on_slice, "Node": self.inventory.on_node,
             "ResourceClaim": self.claim_index.on_claim,
@@ -78,7 +80,8 @@ class ClusterCache:
             self.reflectors[spec.kind] = Reflector(
                 client, spec, self._sink(spec.kind, handlers.get(spec.kind)),
                 backoff=Backoff(initial=backoff_initial, cap=backoff_cap, rng=random.Random(rng.getrandbits(64))),
-                metrics=self.metrics, silence_timeout=silence_timeout, watch_timeout=watch_timeout, clock=clock)
+                metrics=self.metrics, silence_timeout=silence_timeout, watch_timeout=watch_timeout, clock=clock,
+                interner=interner)
 
     def _sink(self, kind: str, handler: Callable[[Obj | None, Obj | None], None] | None
               ) -> Callable[[str, Obj | None, Obj | None], None]:

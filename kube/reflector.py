@@ -21,6 +21,7 @@ from typing import Any
 from kube.backoff import Backoff
 from kube.client import ApiError, ApiUnavailable, KubeClient, resource_path
 from kube.metrics import CacheMetrics
+from kube.sharing import Interner
 
 Obj = dict[str, Any]
 Sink = Callable[[str, Obj | None, Obj | None], None]  # (event type, old, new); DELETED has new=None
@@ -55,7 +56,8 @@ class Reflector:
     def __init__(self, client: KubeClient, spec: WatchSpec, sink: Sink, *, backoff: Backoff,
                  metrics: CacheMetrics, silence_timeout: float = 90.0, watch_timeout: float = 300.0,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 interner: Interner | None = None, page_size: int = 500) -> None:
         self.client = client
         self.spec = spec
         self.sink = sink
@@ -70,6 +72,8 @@ class Reflector:
         self.synced = asyncio.Event()
         self.last_activity: float | None = None
         self.lists = 0
+        self.interner = interner
+        self.page_size = page_size
 
     def _touch(self) -> None:
         self.last_activity = self.clock()
@@ -80,7 +84,9 @@ class Reflector:
         metadata = obj.get("metadata")
         if isinstance(metadata, dict):
             metadata.pop("managedFields", None)
-        return self.spec.compact(obj) if self.spec.compact else obj
+        if self.spec.compact:
+            obj = self.spec.compact(obj)
+        return self.interner.share(obj) if self.interner is not None else obj
 
     async def run(self) -> None:
         need_list = True
@@ -111,15 +117,28 @@ class Reflector:
                 await self.sleep(delay)
 
     async def _list(self) -> None:
-        params = {"labelSelector": self.spec.label_selector} if self.spec.label_selector else None
-        response = await self.client.list(self.spec.path, params=params, time_limit=max(self.client.timeout, 60.0))
+        # pages of `page_size`, as client-go's reflector does: bounds the response held in memory at once
+        fresh: dict[str, Obj] = {}
+        token, resource_version = "", ""
+        while True:
+            params = {"limit": str(self.page_size)}
+            if token:
+                params["continue"] = token
+            if self.spec.label_selector:
+                params["labelSelector"] = self.spec.label_selector
+            response = await self.client.list(self.spec.path, params=params,
+                                              time_limit=max(self.client.timeout, 60.0))
+            for item in response.get("items") or ():
+                obj = self._prepare(item)
+                fresh[object_key(obj)] = obj
+            metadata = response.get("metadata") or {}
+            resource_version = resource_version or str(metadata.get("resourceVersion", ""))
+            token = str(metadata.get("continue") or "")
+            if not token:
+                break
         if self.lists:
             self.metrics.relists.labels(self.spec.kind).inc()
         self.lists += 1
-        fresh = {}
-        for item in response.get("items") or ():
-            obj = self._prepare(item)
-            fresh[object_key(obj)] = obj
         old_items, self.items = self.items, fresh
         for key, obj in fresh.items():
             old = old_items.get(key)
@@ -130,7 +149,7 @@ class Reflector:
         for key, old in old_items.items():
             if key not in fresh:
                 self._emit("DELETED", old, None)
-        self.resource_version = str(response.get("metadata", {}).get("resourceVersion", ""))
+        self.resource_version = resource_version
         self._touch()
         self.backoff.reset()
         self.synced.set()
