@@ -18,6 +18,7 @@ from ._read import EMPTY_MAP, Reader, typename
 from .meta import ObjectMeta, check_labels_annotations, check_type_meta, parse_object_meta
 from .nodeselector import NodeSelector, parse_node_selector
 from .selectors import DeviceConfiguration, Selector, parse_configs, parse_selectors
+from .slices import DeviceID
 
 CLAIM_KIND = "ResourceClaim"
 TEMPLATE_KIND = "ResourceClaimTemplate"
@@ -87,9 +88,7 @@ class AllocatedDevice:
     admin_access: bool = False
 
     @property
-    def device_id(self) -> tuple[str, str, str]:
-        from .slices import DeviceID
-
+    def device_id(self) -> DeviceID:
         return DeviceID(self.driver, self.pool, self.device)
 
 
