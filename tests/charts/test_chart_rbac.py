@@ -18,8 +18,9 @@ CLUSTER_VIEW: set[Grant] = {
 } | {("*", "", res, verb, "*") for res in ("namespaces", "nodes") for verb in ("list", "watch")}
 
 WEBHOOK_WRITES: set[Grant] = {
-    ("*", "resource.k8s.io", "resourceclaimtemplates", "create", "*"),
-    ("*", "resource.k8s.io", "resourceclaims", "create", "*"),
+    ("*", "resource.k8s.io", res, verb, "*")
+    for res in ("resourceclaimtemplates", "resourceclaims")
+    for verb in ("create", "get")  # get: compare the spec of an object that answered 409
 }
 
 CERTS: set[Grant] = {
