@@ -112,7 +112,7 @@ def _parse_meta_body(
     generate_name = r.string(meta, "generateName", path) or ""
     if name:
         r.check(path.child("name"), name, name_rule)
-    elif not generate_name:
+    elif not generate_name and meta.get("name") in (None, "") and meta.get("generateName") in (None, ""):
         r.add(FieldError.required(path.child("name"), "name or generateName is required"))
     namespace = r.string(meta, "namespace", path) or ""
     if namespace:
