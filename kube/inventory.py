@@ -13,15 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
+
+from dra.api import DeviceID
 
 Obj = dict[str, Any]
-
-
-class DeviceID(NamedTuple):
-    driver: str
-    pool: str
-    device: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ class Interner:
                 return value
             key: tuple[Any, ...] = ("d",)
             for k, v in value.items():
-                key += (k, type(v), id(v) if isinstance(v, (dict, list)) else v)
+                key += (k, type(v), _token(v))
         elif isinstance(value, list):
             for index, child in enumerate(value):
                 value[index] = self.share(child)
@@ -43,7 +43,7 @@ class Interner:
                 return value
             key = ("l",)
             for v in value:
-                key += (type(v), id(v) if isinstance(v, (dict, list)) else v)
+                key += (type(v), _token(v))
         else:
             return value
         canonical = self._table.get(key)
@@ -52,3 +52,9 @@ class Interner:
                 self._table.clear()
             self._table[key] = canonical = value
         return canonical
+
+
+def _token(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return id(value)  # already canonical, and kept alive by the table
+    return repr(value) if isinstance(value, float) else value  # -0.0 == 0.0 but is different JSON
