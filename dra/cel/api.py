@@ -222,10 +222,10 @@ def compile_uncached(expression: str, *, mode: Mode = "new", any_result: bool = 
     if len(expression.encode("utf-8")) > MAX_LENGTH:
         raise CelCompileError(f"Too long: may not be more than {MAX_LENGTH} bytes", kind="too_long")
     checked = check(expression, parser.parse(expression), stored=mode == "stored")
+    _check_regexes(expression, checked.expr)  # cel-go's AST validators report with the other issues
     out = checked.type_of(checked.expr)
     if not any_result and out not in (t.BOOL, t.ANY):
         raise CelCompileError(f"must evaluate to bool or the unknown type, not {out}")
-    _check_regexes(expression, checked.expr)
     estimated = cost.estimate(checked).hi
     if mode == "new" and estimated > MAX_COST:
         hint = None

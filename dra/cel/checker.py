@@ -114,6 +114,9 @@ class _Checker:
             raise self.fail(e.pos, f"undeclared reference to '{name}' (in container '')")
         e.operand = self.visit(e.operand)
         operand = self.out.type_of(e.operand)
+        optional = operand.name == "optional_type"
+        if optional:
+            operand = operand.params[0]  # `x.?a.b`: selection continues inside the optional
         if operand == t.DEVICE:
             ty = self.device_fields.get(e.field)
             if ty is None:
@@ -124,6 +127,8 @@ class _Checker:
             ty = t.DYN
         else:
             raise self.fail(e.pos, f"type '{operand}' does not support field selection")
+        if optional and not e.test_only:
+            ty = t.optional_of(ty)
         return self.set(e, t.BOOL if e.test_only else ty)
 
     def comprehension(self, e: ast.Comprehension) -> ast.Expr:
