@@ -3,6 +3,7 @@ DESIGN.md, HTTPS probes, two webhook replicas spread across nodes and a PodDisru
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -123,13 +124,23 @@ def test_certs_job_runs_gpuclaim_certs_for_the_webhook_service_and_release_confi
     assert job_spec == cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert job_spec["serviceAccountName"] == "gc-gpuclaim-certs"
     (c,) = job_spec["containers"]
-    assert c["args"] == [
+    (script,) = c["args"]
+    (invocation,) = re.findall(r"gpuclaim certs [^|]*", script)
+    assert invocation.split() == [
+        "gpuclaim",
         "certs",
         "--namespace=gpuclaim-system",
         "--service=gc-gpuclaim-webhook",
         "--secret=gc-gpuclaim-tls",
         "--webhook-selector=app.kubernetes.io/name=gpuclaim,app.kubernetes.io/instance=gc",
+        "--dns=gc-gpuclaim-extender",
+        "--dns=gc-gpuclaim-extender.gpuclaim-system",
+        "--dns=gc-gpuclaim-extender.gpuclaim-system.svc",
+        "--dns=gc-gpuclaim-extender.gpuclaim-system.svc.cluster.local",
+        "-o",
+        "json",
     ]
+    # Run for real against the API double in test_chart_certs_job.py.
     # The selector must select this release's webhook configurations (and so nothing else of ours).
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         labels = rendered.one(kind)["metadata"]["labels"]

@@ -77,11 +77,11 @@ def test_cert_manager_objects_are_well_formed(render: Any) -> None:
     serving = rendered.one("Certificate", "-serving")
     spec = serving["spec"]
     assert spec["secretName"] == "gc-gpuclaim-tls"
+    # One certificate for both servers: the webhook's Service names, then the extender's.
     assert spec["dnsNames"] == [
-        "gc-gpuclaim-webhook",
-        f"gc-gpuclaim-webhook.{NAMESPACE}",
-        f"gc-gpuclaim-webhook.{NAMESPACE}.svc",
-        f"gc-gpuclaim-webhook.{NAMESPACE}.svc.cluster.local",
+        f"gc-gpuclaim-{svc}{suffix}"
+        for svc in ("webhook", "extender")
+        for suffix in ("", f".{NAMESPACE}", f".{NAMESPACE}.svc", f".{NAMESPACE}.svc.cluster.local")
     ]
     assert "server auth" in spec["usages"]
     assert spec["privateKey"] == {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"}

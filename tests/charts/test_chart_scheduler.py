@@ -41,8 +41,8 @@ def check_extender(entry: dict[str, Any], rendered: Rendered) -> None:
     tls = entry["tlsConfig"]
     # enableHTTPS without a CA silently turns into insecure in kube-scheduler: always give one.
     assert tls["insecure"] is False and tls["caFile"].startswith("/")
-    # The certificate is issued for the webhook Service's names; both servers present it.
-    assert tls["serverName"] == f"gc-gpuclaim-webhook.{NAMESPACE}.svc"
+    # Verified by name even when urlPrefix is a ClusterIP; the certificate carries this name.
+    assert tls["serverName"] == f"gc-gpuclaim-extender.{NAMESPACE}.svc"
     url = urlsplit(entry["urlPrefix"])
     assert url.scheme == "https" and url.port == 443
     service = rendered.one("Service", "-extender")
@@ -71,7 +71,7 @@ def test_url_prefix_override_for_a_host_network_scheduler() -> None:
     rendered = render_values({"scheduler": {"extender": {"urlPrefix": "https://10.96.0.42:443"}}})
     entry = yaml.safe_load(rendered.one("ConfigMap", "-scheduler-extender")["data"]["extenders.yaml"])["extenders"][0]
     assert entry["urlPrefix"] == "https://10.96.0.42:443"
-    assert entry["tlsConfig"]["serverName"] == f"gc-gpuclaim-webhook.{NAMESPACE}.svc"
+    assert entry["tlsConfig"]["serverName"] == f"gc-gpuclaim-extender.{NAMESPACE}.svc"
 
 
 def test_no_extender_means_no_scheduler_wiring(render: Any) -> None:

@@ -152,12 +152,24 @@ spec:
     - name: certs
       image: {{ include "gpuclaim.image" . }}
       imagePullPolicy: {{ .Values.image.pullPolicy }}
+      {{- $expected := ternary 2 1 .Values.webhook.validating.enabled }}
+      {{- $certs := list "gpuclaim" "certs" (printf "--namespace=%s" .Release.Namespace) (printf "--service=%s" (include "gpuclaim.webhookName" .)) (printf "--secret=%s" (include "gpuclaim.tlsSecretName" .)) (printf "--webhook-selector=%s" (include "gpuclaim.webhookConfigSelector" .)) }}
+      {{- range (include "gpuclaim.extenderDNSNames" . | fromYamlArray) }}
+      {{- $certs = append $certs (printf "--dns=%s" .) }}
+      {{- end }}
+      # `gpuclaim certs` succeeds when it finds no webhook configuration to inject into, and on a
+      # first install this pod can start before Helm has created them (they are applied last):
+      # repeat it until it has seen all {{ $expected }}, so the caBundle is never left for the CronJob.
+      command: ["/bin/sh", "-c"]
       args:
-        - certs
-        - --namespace={{ .Release.Namespace }}
-        - --service={{ include "gpuclaim.webhookName" . }}
-        - --secret={{ include "gpuclaim.tlsSecretName" . }}
-        - --webhook-selector={{ include "gpuclaim.webhookConfigSelector" . }}
+        - |
+          for attempt in $(seq 1 60); do
+            found="$({{ join " " $certs }} -o json | python -c 'import json, sys; print(json.load(sys.stdin)["webhookConfigurations"])')" || exit 1
+            if [ "$found" -ge {{ $expected }} ]; then exit 0; fi
+            echo "gpuclaim certs: saw $found of {{ $expected }} webhook configurations (attempt $attempt), retrying in 5s" >&2
+            sleep 5
+          done
+          exit 1
       securityContext:
         {{- include "gpuclaim.containerSecurityContext" . | nindent 8 }}
       resources:
@@ -217,8 +229,8 @@ not whole Node objects. managedResources stays empty: kube-scheduler matches it 
 limits/requests only, and converted pods carry their GPUs in resourceClaims, so any managed name
 would make the scheduler skip exactly the pods that need scoring; the extender answers pods
 without claims in well under a millisecond instead.
-The serving certificate is issued for the webhook Service name, which both servers present, so
-tlsConfig.serverName names it while urlPrefix may point at the extender by DNS name or ClusterIP.
+One serving certificate carries the webhook's and the extender's Service names; tlsConfig.serverName
+names the extender so verification works also when urlPrefix is a ClusterIP.
 Call with (dict "root" $ "caFile" PATH).
 */}}
 {{- define "gpuclaim.extenderEntry" -}}
@@ -233,9 +245,22 @@ Call with (dict "root" $ "caFile" PATH).
   enableHTTPS: true
   tlsConfig:
     insecure: false
-    serverName: {{ include "gpuclaim.webhookHost" .root | quote }}
+    serverName: {{ include "gpuclaim.extenderHost" .root | quote }}
     caFile: {{ .caFile | quote }}
   httpTimeout: {{ $e.httpTimeout | quote }}
   ignorable: {{ $e.ignorable }}
   managedResources: []
+{{- end }}
+
+{{/* Extra names for the serving certificate: the extender presents it too. */}}
+{{- define "gpuclaim.extenderDNSNames" -}}
+{{- if .Values.extender.enabled }}
+{{- $svc := include "gpuclaim.extenderName" . }}
+- {{ $svc }}
+- {{ printf "%s.%s" $svc .Release.Namespace }}
+- {{ printf "%s.%s.svc" $svc .Release.Namespace }}
+- {{ printf "%s.%s.svc.cluster.local" $svc .Release.Namespace }}
+{{- else }}
+[]
+{{- end }}
 {{- end }}
