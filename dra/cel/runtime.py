@@ -11,24 +11,21 @@ an approximation of cel-go's actual cost that stops runaway comprehensions with 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from celpy.celtypes import UintType
 
 from dra.cel import ast
+from dra.cel import operators as ops
 from dra.cel import types as t
 from dra.cel.checker import Checked
 from dra.cel.errors import CelCostLimitError, CelRuntimeError
 from dra.cel.k8slib import FUNCS
+from dra.cel.operators import RuntimeDevice
 from dra.cel.values import (
-    INT64_MIN,
-    NONE,
-    Optional,
     TypeValue,
     check_int,
-    check_uint,
     compare,
     contains_key,
     equals,
@@ -39,18 +36,6 @@ from dra.cel.values import (
 
 Fn = Callable[[dict[str, Any]], Any]
 BUDGET = "$budget"
-
-
-class RuntimeDevice:
-    """The ``device`` variable: what a selector sees of one device."""
-
-    __slots__ = ("allowMultipleAllocations", "attributes", "capacity", "driver")
-
-    def __init__(self, driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Any]) -> None:
-        self.driver = driver
-        self.attributes = attributes
-        self.capacity = capacity
-        self.allowMultipleAllocations = False
 
 
 class _Deferred:
@@ -64,152 +49,6 @@ class _Deferred:
 
 def compile_checked(checked: Checked, *, track_cost: bool) -> Fn:
     return _Compiler(checked, track_cost).build(checked.expr)
-
-
-def _arith(op: str) -> Callable[[Any, Any], Any]:
-    def add(a: Any, b: Any) -> Any:
-        ta, tb = type(a), type(b)
-        if ta is tb:
-            if ta is int:
-                return check_int(a + b)
-            if ta is float or ta is str or ta is bytes:
-                return a + b
-            if ta is UintType:
-                return check_uint(int(a) + int(b))
-        if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-            return [*a, *b]
-        no_overload()
-
-    def num(f: Callable[[Any, Any, type], Any]) -> Callable[[Any, Any], Any]:
-        def g(a: Any, b: Any) -> Any:
-            ta = type(a)
-            if ta is not type(b) or ta not in (int, float, UintType):
-                no_overload()
-            return f(a, b, ta)
-
-        return g
-
-    def sub(a: Any, b: Any, ta: type) -> Any:
-        return check_int(a - b) if ta is int else a - b if ta is float else check_uint(int(a) - int(b))
-
-    def mul(a: Any, b: Any, ta: type) -> Any:
-        return check_int(a * b) if ta is int else a * b if ta is float else check_uint(int(a) * int(b))
-
-    def div(a: Any, b: Any, ta: type) -> Any:
-        if ta is float:
-            if b == 0:  # IEEE 754, as Go divides doubles
-                return math.nan if a == 0 or a != a else math.copysign(math.inf, a) * math.copysign(1.0, b)
-            return a / b
-        if b == 0:
-            fail("division by zero")
-        if ta is int and a == INT64_MIN and b == -1:
-            fail("integer overflow")
-        q = abs(int(a)) // abs(int(b))
-        q = q if (a >= 0) == (b > 0) else -q
-        return q if ta is int else UintType(q)
-
-    def mod(a: Any, b: Any, ta: type) -> Any:
-        if ta is float:
-            no_overload()
-        if b == 0:
-            fail("modulus by zero")
-        if ta is int and a == INT64_MIN and b == -1:
-            fail("integer overflow")
-        r = abs(int(a)) % abs(int(b))
-        r = r if a >= 0 else -r
-        return r if ta is int else UintType(r)
-
-    return {"_+_": add, "_-_": num(sub), "_*_": num(mul), "_/_": num(div), "_%_": num(mod)}[op]
-
-
-_RELATIONAL: dict[str, Callable[[int], bool]] = {
-    "_<_": lambda c: c < 0, "_<=_": lambda c: c <= 0, "_>_": lambda c: c > 0, "_>=_": lambda c: c >= 0,
-}
-
-
-def _bool(v: Any) -> bool:
-    if type(v) is not bool:
-        no_overload()
-    return v  # type: ignore[no-any-return]
-
-
-def _select(v: Any, field: str) -> Any:
-    if isinstance(v, Mapping):
-        found, value = lookup(v, field)
-        if not found:
-            fail(f"no such key: {field}")
-        return value
-    if type(v) is RuntimeDevice:
-        return getattr(v, field)
-    if type(v) is Optional:
-        if not v.present:
-            return NONE
-        return _optional_select(v.value, field)
-    no_overload()
-
-
-def _optional_select(v: Any, field: str) -> Optional:
-    if type(v) is Optional:
-        return _optional_select(v.value, field) if v.present else NONE
-    if isinstance(v, Mapping):
-        found, value = lookup(v, field)
-        return Optional(value, True) if found else NONE
-    if type(v) is RuntimeDevice:
-        return Optional(getattr(v, field), True)
-    no_overload()
-
-
-def _index(c: Any, k: Any) -> Any:
-    if type(c) is Optional:
-        return _optional_index(c.value, k) if c.present else NONE
-    if isinstance(c, list | tuple):
-        i = _list_index(k)
-        if not 0 <= i < len(c):
-            fail(f"index '{i}' out of range in list size '{len(c)}'")
-        return c[i]
-    if isinstance(c, Mapping):
-        found, value = lookup(c, k)
-        if not found:
-            fail(f"no such key: {k}")
-        return value
-    no_overload()
-
-
-def _list_index(k: Any) -> int:
-    tk = type(k)
-    if tk is int or tk is UintType:
-        return int(k)
-    if tk is float and k == int(k):
-        return int(k)
-    no_overload()
-
-
-def _optional_index(c: Any, k: Any) -> Optional:
-    if type(c) is Optional:
-        return _optional_index(c.value, k) if c.present else NONE
-    if isinstance(c, list | tuple):
-        i = _list_index(k)
-        return Optional(c[i], True) if 0 <= i < len(c) else NONE
-    if isinstance(c, Mapping):
-        found, value = lookup(c, k)
-        return Optional(value, True) if found else NONE
-    no_overload()
-
-
-def _contains(x: Any, c: Any) -> bool:
-    if isinstance(c, list | tuple):
-        return any(equals(y, x) for y in c)
-    if isinstance(c, Mapping):
-        return contains_key(c, x)
-    no_overload()
-
-
-def _items(r: Any) -> Any:
-    if isinstance(r, list | tuple):
-        return r
-    if isinstance(r, Mapping):
-        return list(r.keys())
-    no_overload()
 
 
 class _Compiler:
@@ -267,7 +106,7 @@ class _Compiler:
                     return has
                 if self.c.type_of(e.operand) == t.DEVICE:
                     return lambda env: getattr(o(env), field)
-                return lambda env: _select(o(env), field)
+                return lambda env: ops.select(o(env), field)
             case ast.ListExpr():
                 items = [self.build(x) for x in e.elements]
                 return lambda env: [f(env) for f in items]
@@ -301,25 +140,25 @@ class _Compiler:
 
             def logic(env: dict[str, Any]) -> bool:
                 try:
-                    lv = _bool(left(env))
+                    lv = ops.as_bool(left(env))
                 except CelCostLimitError:
                     raise
                 except CelRuntimeError as err:
-                    rv = _bool(right(env))
+                    rv = ops.as_bool(right(env))
                     if rv is decisive:
                         return rv
                     raise err from None
                 if lv is decisive:
                     return lv
-                return _bool(right(env))
+                return ops.as_bool(right(env))
 
             return logic
         if fn == "_?_:_":
             c, y, n = args
-            return lambda env: y(env) if _bool(c(env)) else n(env)
+            return lambda env: y(env) if ops.as_bool(c(env)) else n(env)
         if fn == "!_":
             a = args[0]
-            return lambda env: not _bool(a(env))
+            return lambda env: not ops.as_bool(a(env))
         if fn == "@not_strictly_false":
             a = args[0]
 
@@ -338,8 +177,8 @@ class _Compiler:
             if fn == "_==_":
                 return lambda env: equals(a(env), b(env))
             return lambda env: not equals(a(env), b(env))
-        if fn in _RELATIONAL:
-            a, b, test = args[0], args[1], _RELATIONAL[fn]
+        if fn in ops.RELATIONAL:
+            a, b, test = args[0], args[1], ops.RELATIONAL[fn]
 
             def relational(env: dict[str, Any]) -> bool:
                 x, y = a(env), b(env)
@@ -349,7 +188,7 @@ class _Compiler:
 
             return relational
         if fn in ("_+_", "_-_", "_*_", "_/_", "_%_"):
-            a, b, op = args[0], args[1], _arith(fn)
+            a, b, op = args[0], args[1], ops.arith(fn)
             return lambda env: op(a(env), b(env))
         if fn == "-_":
             a = args[0]
@@ -365,16 +204,16 @@ class _Compiler:
             return negate
         if fn == "@in":
             a, b = args
-            return lambda env: _contains(a(env), b(env))
+            return lambda env: ops.contains(a(env), b(env))
         if fn == "_[_]":
             a, b = args
-            return lambda env: _index(a(env), b(env))
+            return lambda env: ops.index(a(env), b(env))
         if fn == "_[?_]":
             a, b = args
-            return lambda env: _optional_index(a(env), b(env))
+            return lambda env: ops.optional_index(a(env), b(env))
         if fn == "_?._":
             a, field = args[0], e.args[1].value  # type: ignore[union-attr]
-            return lambda env: _optional_select(a(env), field)  # type: ignore[arg-type]
+            return lambda env: ops.optional_select(a(env), field)  # type: ignore[arg-type]
         impl = FUNCS[(fn, e.target is not None)]
         if e.target is not None:
             args.insert(0, self.build(e.target))
@@ -413,14 +252,14 @@ class _Compiler:
             decisive = e.macro == "exists"
 
             def quantifier(env: dict[str, Any]) -> bool:
-                items = _items(rng(env))
+                items = ops.items(rng(env))
                 saved = env.get(var, _MISSING)
                 first_error: CelRuntimeError | None = None
                 try:
                     for x in items:
                         env[var] = x
                         try:
-                            if _bool(pred(env)) is decisive:
+                            if ops.as_bool(pred(env)) is decisive:
                                 return decisive
                         except CelCostLimitError:
                             raise
@@ -438,12 +277,12 @@ class _Compiler:
             pred = self.build(step_e.args[0])  # type: ignore[union-attr]
 
             def exists_one(env: dict[str, Any]) -> bool:
-                items = _items(rng(env))
+                items = ops.items(rng(env))
                 saved, n = env.get(var, _MISSING), 0
                 try:
                     for x in items:
                         env[var] = x
-                        if _bool(pred(env)):
+                        if ops.as_bool(pred(env)):
                             n += 1
                 finally:
                     _restore(env, var, saved)
@@ -459,12 +298,12 @@ class _Compiler:
         item = self.build(appended.args[1].elements[0])  # type: ignore[union-attr]
 
         def transform(env: dict[str, Any]) -> list[Any]:
-            items = _items(rng(env))
+            items = ops.items(rng(env))
             saved, out = env.get(var, _MISSING), []
             try:
                 for x in items:
                     env[var] = x
-                    if cond is None or _bool(cond(env)):
+                    if cond is None or ops.as_bool(cond(env)):
                         out.append(item(env))
             finally:
                 _restore(env, var, saved)
