@@ -22,6 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from dra.api import ResourceSlice
 from kube.backoff import Backoff
 from kube.claims import ClaimIndex
 from kube.client import KubeClient
@@ -146,6 +147,12 @@ class ClusterCache:
 
     def slices_for_node(self, node: str) -> list[Obj]:
         return self.inventory.slices_for_node(node)
+
+    def parsed_slices_for_node(self, node: str) -> list[ResourceSlice]:
+        return self.inventory.parsed_slices_for_node(node)
+
+    def parsed_slices(self) -> Iterator[ResourceSlice]:
+        return self.inventory.parsed_slices()
 
     def devices_for_node(self, node: str) -> Iterator[tuple[DeviceID, Obj, Obj]]:
         return self.inventory.devices_for_node(node)

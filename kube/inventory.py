@@ -7,6 +7,10 @@ Kept up to date on every event, so a per-node lookup is a dict access, never a s
 - allNodes slices apply everywhere;
 - per pool (driver, pool name) only the newest generation counts, and the pool is complete when
   that generation's slice count reaches `resourceSliceCount` (the allocator's rule).
+
+Each slice is parsed into a `dra.api.ResourceSlice` once, when it arrives: the validator, the extender and
+the allocator simulation read the parsed model, so no request ever parses a slice. Node selectors are
+matched with the model's own matcher (one implementation of Kubernetes' NodeSelector rules).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra.api import DeviceID
+from dra.api import DeviceID, ResourceSlice, device_available_on, parse_resource_slice
 
 Obj = dict[str, Any]
 
@@ -33,38 +37,6 @@ class PoolView:
         return len(self.slice_names) >= self.resource_slice_count
 
 
-def _requirement_matches(req: Mapping[str, Any], value: str | None) -> bool:
-    op, values = req.get("operator"), req.get("values") or []
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
-        try:
-            left, right = int(value), int(values[0])
-        except ValueError:
-            return False
-        return left > right if op == "Gt" else left < right
-    return False
-
-
-def node_selector_matches(selector: Mapping[str, Any], name: str, labels: Mapping[str, str]) -> bool:
-    """core/v1 NodeSelector as kube-scheduler matches it: terms ORed, requirements ANDed, empty term none."""
-    for term in selector.get("nodeSelectorTerms") or ():
-        exprs, fields = term.get("matchExpressions") or (), term.get("matchFields") or ()
-        if not exprs and not fields:
-            continue
-        if all(_requirement_matches(r, labels.get(r.get("key", ""))) for r in exprs) and all(
-            r.get("key") == "metadata.name" and _requirement_matches(r, name) for r in fields
-        ):
-            return True
-    return False
-
-
 @dataclass
 class _Pool:
     slices: dict[str, Obj] = field(default_factory=dict)  # every generation still present, by slice name
@@ -75,6 +47,7 @@ class Inventory:
     def __init__(self) -> None:
         self.node_labels: dict[str, Mapping[str, str]] = {}
         self._slices: dict[str, Obj] = {}
+        self._parsed: dict[str, ResourceSlice] = {}  # slices the model could read; others match no node
         self._by_node: dict[str, set[str]] = {}  # nodeName slices, plus nodeSelector slices that match
         self._selector_slices: set[str] = set()
         self._all_nodes: set[str] = set()
@@ -93,8 +66,7 @@ class Inventory:
             return
         self.node_labels[name] = labels
         for slice_name in self._selector_slices:
-            selector = self._slices[slice_name]["spec"]["nodeSelector"]
-            if node_selector_matches(selector, name, labels):
+            if self._selector_matches(slice_name, name, labels):
                 self._by_node.setdefault(name, set()).add(slice_name)
             else:
                 self._by_node.get(name, set()).discard(slice_name)
@@ -108,12 +80,15 @@ class Inventory:
     def _index(self, obj: Obj) -> None:
         name, spec = obj["metadata"]["name"], obj.get("spec") or {}
         self._slices[name] = obj
+        parsed, _errors = parse_resource_slice(obj)  # the apiserver admitted it; errors here are ours to log
+        if parsed is not None:
+            self._parsed[name] = parsed
         if spec.get("nodeName"):
             self._by_node.setdefault(spec["nodeName"], set()).add(name)
         elif spec.get("nodeSelector"):
             self._selector_slices.add(name)
             for node, labels in self.node_labels.items():
-                if node_selector_matches(spec["nodeSelector"], node, labels):
+                if self._selector_matches(name, node, labels):
                     self._by_node.setdefault(node, set()).add(name)
         else:  # allNodes, or perDeviceNodeSelection (filtered per device at lookup)
             self._all_nodes.add(name)
@@ -125,6 +100,7 @@ class Inventory:
     def _unindex(self, obj: Obj) -> None:
         name, spec = obj["metadata"]["name"], obj.get("spec") or {}
         self._slices.pop(name, None)
+        self._parsed.pop(name, None)
         if spec.get("nodeName"):
             self._by_node.get(spec["nodeName"], set()).discard(name)
         elif spec.get("nodeSelector"):
@@ -140,6 +116,10 @@ class Inventory:
                 self._refresh_pool(key, pool)
             else:
                 del self._pools[key]
+
+    def _selector_matches(self, slice_name: str, node: str, labels: Mapping[str, str]) -> bool:
+        parsed = self._parsed.get(slice_name)
+        return bool(parsed and parsed.node_selector and parsed.node_selector.matches(labels=labels, name=node))
 
     @staticmethod
     def _refresh_pool(key: tuple[str, str], pool: _Pool) -> None:
@@ -172,24 +152,36 @@ class Inventory:
                                    o["metadata"]["name"]))
         return chosen
 
+    def parsed_slices_for_node(self, node: str) -> list[ResourceSlice]:
+        """`slices_for_node` as parsed models, same order; what the allocator simulation takes."""
+        return [p for o in self.slices_for_node(node) if (p := self._parsed.get(o["metadata"]["name"])) is not None]
+
+    def parsed_slice(self, name: str) -> ResourceSlice | None:
+        return self._parsed.get(name)
+
+    def parsed_slices(self) -> Iterator[ResourceSlice]:
+        """Every current (newest-generation) slice the model could read, in no particular order."""
+        return (p for n, p in self._parsed.items() if self._current(n))
+
     def devices_for_node(self, node: str) -> Iterator[tuple[DeviceID, Obj, Obj]]:
         """(id, device, slice) for every device available on `node`, in slice order then device order."""
         labels = self.node_labels.get(node, {})
         for slice_obj in self.slices_for_node(node):
             spec = slice_obj["spec"]
-            per_device = bool(spec.get("perDeviceNodeSelection"))
+            per_device = None
+            if spec.get("perDeviceNodeSelection"):
+                per_device = self._parsed_devices_on(slice_obj, node, labels)
             for device in spec.get("devices") or ():
-                if per_device and not _device_on(device, node, labels):
+                if per_device is not None and device.get("name") not in per_device:
                     continue
                 yield DeviceID(spec["driver"], spec["pool"]["name"], device["name"]), device, slice_obj
+
+    def _parsed_devices_on(self, slice_obj: Obj, node: str, labels: Mapping[str, str]) -> set[str]:
+        parsed = self._parsed.get(slice_obj["metadata"]["name"])
+        if parsed is None:
+            return set()
+        return {d.name for d in parsed.devices if device_available_on(d, node_name=node, node_labels=labels)}
 
     def slice_count(self) -> int:
         return len(self._slices)
 
-
-def _device_on(device: Obj, node: str, labels: Mapping[str, str]) -> bool:
-    if device.get("nodeName"):
-        return bool(device["nodeName"] == node)
-    if device.get("nodeSelector"):
-        return node_selector_matches(device["nodeSelector"], node, labels)
-    return bool(device.get("allNodes"))

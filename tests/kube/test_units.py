@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kube.backoff import Backoff
-from kube.inventory import node_selector_matches
+from kube.inventory import Inventory
 from kube.sharing import Interner
 
 
@@ -74,6 +74,16 @@ def test_equal_small_containers_become_one_object_and_json_types_stay_apart() ->
     ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "z", "operator": "DoesNotExist"}]},
                             {"matchExpressions": [{"key": "z", "operator": "Exists"}]}]}, "n", {"z": "a"}, True),
 ], ids=["in", "notin-absent", "gt", "lt-not-a-number", "match-fields-name", "empty-term", "terms-ored"])
-def test_node_selectors_match_as_the_scheduler_does(selector: dict[str, Any], name: str, labels: dict[str, str],
-                                                    expected: bool) -> None:
-    assert node_selector_matches(selector, name, labels) is expected
+def test_node_selector_slices_are_indexed_on_the_nodes_they_select(
+    selector: dict[str, Any], name: str, labels: dict[str, str], expected: bool
+) -> None:
+    # matching itself is dra.api's NodeSelector (one implementation); this pins how the index uses it
+    inventory = Inventory()
+    inventory.on_node(None, {"metadata": {"name": name, "labels": labels}})
+    inventory.on_slice(None, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+        "spec": {"driver": "d.example.com", "pool": {"name": "p", "generation": 0, "resourceSliceCount": 1},
+                 "nodeSelector": selector, "devices": [{"name": "dev-0"}]},
+    })
+    assert bool(inventory.slices_for_node(name)) is expected
+    assert [s.name for s in inventory.parsed_slices_for_node(name)] == (["s"] if expected else [])
