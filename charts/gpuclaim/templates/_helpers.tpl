@@ -127,7 +127,7 @@ CEL: true when any container or init container lists a mapped resource in limits
 Exact names are map lookups (constant cost); only prefixes iterate the map's keys.
 */}}
 {{- define "gpuclaim.gpuPodExpression" -}}
-{{- $r := .Values.webhook.matchResources }}
+{{- $r := include "gpuclaim.matchResources" . | fromYaml }}
 {{- $lim := include "gpuclaim.resourceTest" (dict "m" "c.resources.limits" "names" $r.names "prefixes" $r.prefixes) }}
 {{- $req := include "gpuclaim.resourceTest" (dict "m" "c.resources.requests" "names" $r.names "prefixes" $r.prefixes) }}
 {{- $c := printf "has(c.resources) && ((has(c.resources.limits) && (%s)) || (has(c.resources.requests) && (%s)))" $lim $req }}
@@ -262,5 +262,28 @@ Call with (dict "root" $ "caFile" PATH).
 - {{ printf "%s.%s.svc.cluster.local" $svc .Release.Namespace }}
 {{- else }}
 []
+{{- end }}
+{{- end }}
+
+{{/*
+The resources the matchConditions select, as YAML {names, prefixes}: derived from
+config.conversion.mappings when the config sets them (`nvidia.com/mig-*` becomes the prefix
+`nvidia.com/mig-`), otherwise webhook.matchResources, whose defaults mirror gpuclaim's default mappings.
+*/}}
+{{- define "gpuclaim.matchResources" -}}
+{{- $conversion := (.Values.config | default dict).conversion | default dict }}
+{{- if hasKey $conversion "mappings" }}
+{{- $names := list }}
+{{- $prefixes := list }}
+{{- range $conversion.mappings }}
+{{- if hasSuffix "*" .resource }}
+{{- $prefixes = append $prefixes (trimSuffix "*" .resource) }}
+{{- else }}
+{{- $names = append $names .resource }}
+{{- end }}
+{{- end }}
+{{- dict "names" ($names | uniq) "prefixes" ($prefixes | uniq) | toYaml }}
+{{- else }}
+{{- pick .Values.webhook.matchResources "names" "prefixes" | toYaml }}
 {{- end }}
 {{- end }}
