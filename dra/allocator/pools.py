@@ -24,6 +24,8 @@ from dra.quantity import QuantityError, parse_quantity
 
 from .model import DEFAULT_FEATURES, Features
 
+MATCH_CACHE_KEYS = 256
+
 
 class NodeInfo(NamedTuple):
     name: str
@@ -64,6 +66,19 @@ class NodePools:
     pools: tuple[PoolInfo, ...]
     candidates: tuple[Candidate, ...]  # every device of every pool, in search order
     pool_ranges: tuple[tuple[int, int], ...] = field(default=())  # candidates[start:end] per pool
+    # Selector outcomes per candidate, keyed by the selector expressions: a device's match does not depend on
+    # allocations, so every call for this node (every pod, every claim) reuses them. Owned by this object and
+    # dropped with it; bounded by MATCH_CACHE_KEYS. Not thread-safe (the extender runs one event loop).
+    match_cache: dict[tuple[str, ...], list[Any]] = field(default_factory=dict, compare=False, repr=False)
+    # (class expressions, request expressions) -> indices of the candidates both select, or None when some
+    # selector fails on some device (then the search evaluates lazily, so the error surfaces where upstream's does)
+    order_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[int, ...] | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    @property
+    def any_invalid(self) -> bool:
+        return any(p.invalid is not None for p in self.pools)
 
     def __len__(self) -> int:
         return len(self.candidates)

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from dra.api import DeviceClass, ExactRequest, ResourceClaim, Selector
 
 from .model import Features
-from .pools import Candidate, NodePools
+from .pools import MATCH_CACHE_KEYS, Candidate, NodePools
 
 MAX_DEVICES_PER_CLAIM = 32  # resourceapi.AllocationResultsMaxSize
 
@@ -81,13 +81,12 @@ class Alternative:
     count: int
     all_devices: list[int] | None  # candidate indices for allocationMode All
     constraints: tuple[MatchAttribute, ...] = ()
-    matches: dict[int, bool] = field(default_factory=dict)  # candidate index -> selectable
+    admin: bool = False
+    order: tuple[int, ...] | None = None  # selected candidates (see Preparer.order); None: evaluate lazily
+    class_outcomes: list[Any] | None = None  # per candidate, shared through NodePools.match_cache
+    request_outcomes: list[Any] | None = None
     class_compiled: list[Evaluator | None] = field(default_factory=list)
     request_compiled: list[Evaluator | None] = field(default_factory=list)
-
-    @property
-    def admin(self) -> bool:
-        return self.request.admin_access
 
 
 @dataclass(slots=True, eq=False)
@@ -182,10 +181,12 @@ class Preparer:
             )
         alt = Alternative(
             claim_index=index, request=exact, base=base, sub=name if is_sub else "", ref=exact.ref, klass=klass,
-            count=exact.count, all_devices=None,
+            count=exact.count, all_devices=None, admin=exact.admin_access,
             class_compiled=[None] * len(klass.selectors), request_compiled=[None] * len(exact.selectors),
         )  # fmt: skip
         if exact.allocation_mode == "ExactCount":
+            if not self.pools.any_invalid:
+                alt.order = self.order(alt)
             return alt
         if exact.allocation_mode != "All":
             raise AllocationError(f"claim {ref}, request {name}: unsupported count mode {exact.allocation_mode}")
@@ -208,41 +209,80 @@ class Preparer:
 
     def selectable(self, alt: Alternative, index: int) -> bool:
         """Class selectors, then request selectors, stopping at the first false; a runtime error aborts."""
-        known = alt.matches.get(index)
-        if known is not None:
-            return known
+        if alt.class_outcomes is None:
+            alt.class_outcomes = self._outcomes(alt.klass.selectors)
+            alt.request_outcomes = self._outcomes(alt.request.selectors) if alt.request.selectors else None
         candidate = self.pools.candidates[index]
-        ok = (
-            self._selectors_match(alt, candidate, alt.klass.selectors, alt.class_compiled, True)
-            and self._selectors_match(alt, candidate, alt.request.selectors, alt.request_compiled, False)
-            and candidate.on_node
-        )
-        alt.matches[index] = ok
-        return ok
+        outcome = alt.class_outcomes[index]
+        if outcome is None:
+            outcome = alt.class_outcomes[index] = self._evaluate(alt.klass.selectors, alt.class_compiled, candidate)
+        if outcome is not True:
+            if outcome is False:
+                return False
+            raise self._failure(alt, outcome, True)
+        if alt.request_outcomes is not None:
+            outcome = alt.request_outcomes[index]
+            if outcome is None:
+                outcome = alt.request_outcomes[index] = self._evaluate(
+                    alt.request.selectors, alt.request_compiled, candidate
+                )
+            if outcome is not True:
+                if outcome is False:
+                    return False
+                raise self._failure(alt, outcome, False)
+        return candidate.on_node
 
-    def _selectors_match(self, alt: Alternative, candidate: Candidate, selectors: Sequence[Selector],
-                         compiled: list[Evaluator | None], is_class: bool) -> bool:
+    def order(self, alt: Alternative) -> tuple[int, ...] | None:
+        """The candidates ``alt`` selects, in search order, when no selector fails on any device of the node."""
+        key = (tuple(s.expression for s in alt.klass.selectors), tuple(s.expression for s in alt.request.selectors))
+        cache = self.pools.order_cache
+        if key in cache:
+            return cache[key]
+        chosen: list[int] | None = []
+        for i in range(len(self.pools.candidates)):
+            try:
+                if self.selectable(alt, i):
+                    chosen.append(i)  # type: ignore[union-attr]
+            except AllocationError:
+                chosen = None
+                break
+        if len(cache) >= MATCH_CACHE_KEYS:
+            cache.clear()
+        result = cache[key] = tuple(chosen) if chosen is not None else None
+        return result
+
+    def _outcomes(self, selectors: Sequence[Selector]) -> list[Any]:
+        cache = self.pools.match_cache
+        key = tuple(s.expression for s in selectors)
+        outcomes = cache.get(key)
+        if outcomes is None:
+            if len(cache) >= MATCH_CACHE_KEYS:
+                cache.clear()
+            outcomes = cache[key] = [None] * len(self.pools.candidates)
+        return outcomes
+
+    def _evaluate(self, selectors: Sequence[Selector], compiled: list[Evaluator | None],
+                  candidate: Candidate) -> bool | tuple[str, int, str]:  # fmt: skip
+        """True, False, or why the selector failed: ("compile" | "runtime", selector index, message)."""
         for i, selector in enumerate(selectors):
             evaluator = compiled[i]
             if evaluator is None:
                 try:
                     evaluator = self.compiler(selector.expression)
                 except self.compile_error as err:
-                    where = self._where(alt, is_class)
-                    raise AllocationError(f"{where}: selector #{i}: CEL compile error: {_message(err)}") from None
+                    return ("compile", i, _message(err))
                 compiled[i] = evaluator
             try:
                 if not evaluator.evaluate(candidate.device):
                     return False
             except self.runtime_error as err:
-                where = self._where(alt, is_class)
-                raise AllocationError(
-                    f"{where}: selector #{i}: CEL runtime error: {_message(err)} (device {candidate.id})"
-                ) from None
+                return ("runtime", i, f"{_message(err)} (device {candidate.id})")
         return True
 
-    def _where(self, alt: Alternative, is_class: bool) -> str:
-        return f"class {alt.klass.name}" if is_class else f"claim {claim_ref(self.claims[alt.claim_index])}"
+    def _failure(self, alt: Alternative, why: tuple[str, int, str], is_class: bool) -> AllocationError:
+        where = f"class {alt.klass.name}" if is_class else f"claim {claim_ref(self.claims[alt.claim_index])}"
+        kind, index, message = why
+        return AllocationError(f"{where}: selector #{index}: CEL {kind} error: {message}")
 
 
 def _message(err: Exception) -> str:

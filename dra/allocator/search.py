@@ -9,6 +9,7 @@ costs time.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from fractions import Fraction
@@ -106,22 +107,26 @@ class _Search:
         allocated = self.allocated
         allocating = self.allocating
         admin = alt.admin
-        matches = alt.matches
-        for i in range(start, len(candidates)):
+        order = alt.order
+        if order is not None:  # selectors already known to pass: only the selected devices, no errors possible
+            indices: Iterable[int] = order[bisect_left(order, start):] if start else order
+        else:
+            indices = range(start, len(candidates))
+        for i in indices:
             candidate = candidates[i]
-            pool = self.pools[candidate.pool_index]
-            if pool.invalid is not None:
-                raise AllocationError(f"pool {pool.name} is invalid: {pool.invalid}")
+            if order is None:
+                pool = self.pools[candidate.pool_index]
+                if pool.invalid is not None:
+                    raise AllocationError(f"pool {pool.name} is invalid: {pool.invalid}")
             dev_id = candidate.id
             if admin:
                 if c in allocating.get(dev_id, _NO_SET):
                     continue
             elif dev_id in allocated or allocating.get(dev_id):
                 continue
-            ok = matches.get(i)
-            if ok is None:
-                ok = self.prep.selectable(alt, i)
-            if not ok or not self.take(c, alt, candidate, must=False):
+            if order is None and not self.prep.selectable(alt, i):
+                continue
+            if not self.take(c, alt, candidate, must=False):
                 continue
             try:
                 done = self.one(c, r, s, d + 1, in_sub, i + 1)
