@@ -52,7 +52,7 @@ def test_object_names_are_unique_and_namespaced_objects_live_in_the_release_name
             assert ns == NAMESPACE, obj["metadata"]
 
 
-@pytest.mark.parametrize("values_set", ["default", "strict"])
+@pytest.mark.parametrize("values_set", SETS)
 def test_helm_lint_reports_no_warnings_or_errors(values_set: str) -> None:
     report = helm.lint(str(CHART), VALUE_SETS[values_set], strict=True, namespace=NAMESPACE, kube_version="v1.34.0")
     assert report["errors"] == []
