@@ -1,0 +1,11 @@
+"""The mutating webhook's core: legacy GPU limits → a ResourceClaimTemplate (or a shared claim) + JSONPatch.
+
+Public API: :func:`convert_pod`, :class:`Conversion`, :func:`convert_object` (workloads' pod templates),
+:data:`WORKLOAD_TEMPLATE_PATHS`. Pure: no I/O (admission-time creation is ``webhook.templates``).
+"""
+
+from webhook.convert.pod import MAX_DEVICES, Conversion, convert_pod
+from webhook.convert.workloads import WORKLOAD_TEMPLATE_PATHS, ObjectConversion, convert_object
+
+__all__ = ["MAX_DEVICES", "WORKLOAD_TEMPLATE_PATHS", "Conversion", "ObjectConversion", "convert_object",
+           "convert_pod"]

@@ -1,0 +1,57 @@
+"""The objects a conversion needs: a ResourceClaimTemplate named after its spec, or a shared ResourceClaim.
+
+Template name: `gpuclaim-<first 16 hex digits of sha256(canonical JSON of the template's spec)>`, the
+canonical JSON being orjson with sorted keys. Pods of the same shape therefore share one template per
+namespace, and a template's name says exactly what it holds (a 409 on create with a different spec
+means someone edited it, which admission reports instead of using it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+API_VERSION = "resource.k8s.io/v1"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuclaim"}
+PREFIX = "gpuclaim-"
+
+
+def spec_hash(spec: Any) -> str:
+    return hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def _metadata(name: str, namespace: str | None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(MANAGED_BY)
+    if annotations:
+        meta["annotations"] = annotations
+    return meta
+
+
+def template(claim_spec: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+    # claims made from it carry the label too, so `kubectl get resourceclaims -l` finds them
+    spec = {"metadata": {"labels": dict(MANAGED_BY)}, "spec": claim_spec}
+    return {"apiVersion": API_VERSION, "kind": "ResourceClaimTemplate",
+            "metadata": _metadata(PREFIX + spec_hash(spec), namespace), "spec": spec}
+
+
+def shared_claim_name(group: str) -> str:
+    return f"{PREFIX}shared-{group}"
+
+
+def shared_claim(claim_spec: dict[str, Any], namespace: str | None, group: str, annotation: str) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": "ResourceClaim",
+            "metadata": _metadata(shared_claim_name(group), namespace, {annotation: group}),
+            "spec": claim_spec}
+
+
+def is_ours(pod_claim: Any) -> bool:
+    """A pod's `spec.resourceClaims` entry that gpuclaim wrote."""
+    if not isinstance(pod_claim, dict):
+        return False
+    name = pod_claim.get("resourceClaimTemplateName") or pod_claim.get("resourceClaimName") or ""
+    return isinstance(name, str) and name.startswith(PREFIX)
