@@ -204,3 +204,24 @@ def test_emitted_allocation_is_a_valid_1_34_resource_claim_status() -> None:
                                                                           "count": 2}}]}},
            "status": {"allocation": allocation}}  # fmt: skip
     kubernetes_validate.validate(obj, "1.34.0", strict=True)
+
+
+def test_cluster_cache_slices_feed_the_pre_indexed_form() -> None:
+    """kube.inventory hands over a node's parsed slices (newest generation); gather_pools takes them as they are."""
+    from kube.inventory import Inventory
+
+    inventory = Inventory()
+    inventory.on_node(None, {"metadata": {"name": P4D, "labels": {}}})
+    for name in ("aws-p4d-8xA100-SXM4-40GB-nvidia.yaml", "aws-p4d-efa-nics-dranet.yaml",
+                 "aws-eks-p5-2nodes-8xH100-80GB-HBM3-nvidia.yaml"):  # fmt: skip
+        for obj in _objects(name):
+            inventory.on_slice(None, obj)
+    pools = gather_pools(NodeInfo(P4D), inventory.parsed_slices_for_node(P4D))
+    assert {p.driver for p in pools.pools} == {"gpu.nvidia.com", "dra.net"}
+    claim = _claim([_gpus(1, "gpu"), {"name": "nic", "exactly": {"deviceClassName": "efa.dra.net"}}],
+                   [{"matchAttribute": PCIE}])  # fmt: skip
+    raw = allocate(NodeInfo(P4D), [claim], classes=CLASSES,
+                   slices=_slices("aws-p4d-8xA100-SXM4-40GB-nvidia.yaml", "aws-p4d-efa-nics-dranet.yaml",
+                                  "aws-eks-p5-2nodes-8xH100-80GB-HBM3-nvidia.yaml"))  # fmt: skip
+    assert allocate_on(pools, [claim], classes=CLASSES) == raw
+    assert _picked(raw) == ["gpu-0", "pci-0000-10-1b-0"]
