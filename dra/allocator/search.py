@@ -304,6 +304,9 @@ def allocate_on(
         return AllocationOutcome(status="budget", error="search budget exhausted", steps=search.steps)
     except _MaxSize:
         done = False
+    except RecursionError:  # one frame per picked device: only pods with hundreds of devices get here
+        assert search is not None
+        return AllocationOutcome(status="budget", error="search budget exhausted (recursion depth)", steps=search.steps)
     if not done:
         return AllocationOutcome(status="unsatisfiable", steps=search.steps)
     out = []
