@@ -1,0 +1,115 @@
+"""`gpuclaim webhook`: the admission server (HTTPS /mutate, /validate, /healthz, /readyz; HTTP /metrics).
+
+Flags override the config file's `webhook` section. The certificate pair is required (the apiserver only calls
+webhooks over HTTPS) and is reloaded when the files change. The cluster view starts when `--kubeconfig` is given
+or the process runs in a pod; without either the server runs without a cluster (see .readme/webhook.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuclaim.exitstatus import ExitStatus, UsageError
+
+# config key path -> the flag that set it, so an error names what the user typed
+_FLAGS = {"webhook.listen": "--listen", "webhook.metricsListen": "--metrics-listen"}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    p = parser
+    p.add_argument("--config", type=Path, metavar="FILE", help="the gpuclaim config file (YAML); default: built-in")
+    p.add_argument("--listen", metavar="HOST:PORT", help="HTTPS address (default webhook.listen, 0.0.0.0:8443)")
+    p.add_argument("--tls-cert", type=Path, metavar="FILE", help="serving certificate (PEM), reloaded on change")
+    p.add_argument("--tls-key", type=Path, metavar="FILE", help="its private key (PEM)")
+    p.add_argument("--metrics-listen", metavar="HOST:PORT",
+                   help="plain-HTTP /metrics address (default webhook.metricsListen, 0.0.0.0:9090)")
+    p.add_argument("--kubeconfig", type=Path, metavar="FILE",
+                   help="cluster access for the cluster view (default: in-cluster when in a pod, else none)")
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from dra.config import ConfigError, load_config
+
+    data: dict[str, Any] = {}
+    if args.config is not None:
+        try:
+            loaded = yaml.safe_load(args.config.read_text())
+        except OSError as exc:
+            raise UsageError(f"--config: cannot read {args.config}: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise UsageError(f"--config: {args.config} is not valid YAML: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise UsageError(f"--config: {args.config} must hold a mapping of sections, not a {type(loaded).__name__}")
+        data = loaded or {}
+    section = data.get("webhook") or {}
+    if isinstance(section, dict):  # anything else is left for the loader to report with its path
+        section = dict(section)
+        if args.listen is not None:
+            section["listen"] = args.listen
+        if args.metrics_listen is not None:
+            section["metricsListen"] = args.metrics_listen
+        tls = section.get("tls") or {}
+        if isinstance(tls, dict) and (args.tls_cert is not None or args.tls_key is not None):
+            tls = dict(tls)
+            if args.tls_cert is not None:
+                tls["certFile"] = str(args.tls_cert)
+            if args.tls_key is not None:
+                tls["keyFile"] = str(args.tls_key)
+            section["tls"] = tls
+        data = {**data, "webhook": section}
+    try:
+        return load_config(data)
+    except ConfigError as exc:
+        issues = [f"{_FLAGS[i.path]}: {i.message}" if i.path in _FLAGS else str(i) for i in exc.issues]
+        raise UsageError("; ".join(issues)) from None
+
+
+def _kube_config(args: argparse.Namespace) -> Any:
+    from kube import config as kube_config
+
+    try:
+        if args.kubeconfig is not None:
+            return kube_config.from_kubeconfig(args.kubeconfig)
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return kube_config.in_cluster()
+    except kube_config.KubeConfigError as exc:
+        raise UsageError(f"--kubeconfig: {exc}") from None
+    return None  # a developer's ~/.kube/config is never picked up silently
+
+
+def run(args: argparse.Namespace) -> int:
+    from certs import files, material
+    from webhook import admit, app
+    from webhook import logging as wlogging
+
+    config = _load(args)
+    wlogging.setup(level=config.logging.level, fmt=config.logging.format)
+    tls = config.webhook.tls
+    if not tls.cert_file or not tls.key_file:
+        raise UsageError("--tls-cert and --tls-key (or webhook.tls.certFile/keyFile) are required: "
+                         "kube-apiserver calls webhooks over HTTPS only")
+    try:
+        reloader = files.reloading_server_context(cert_file=Path(tls.cert_file), key_file=Path(tls.key_file),
+                                                  min_version=tls.min_version,
+                                                  interval=config.certs.reload_interval_seconds)
+    except (OSError, material.MaterialError, ValueError) as exc:
+        raise UsageError(f"--tls-cert/--tls-key: no usable certificate pair: {exc}") from None
+    kube = _kube_config(args)
+    # gpuclaim's own namespace is never converted (the chart sets POD_NAMESPACE from the downward API)
+    checks = admit.core_checks(own_namespace=os.environ.get("POD_NAMESPACE") or None)
+    application = app.create_app(config, checks=checks, reloader=reloader, kube_config=kube)
+    try:
+        asyncio.run(app.serve(application, listen=config.webhook.listen,
+                              metrics_listen=config.webhook.metrics_listen,
+                              grace_period=config.webhook.grace_period_seconds))
+    except OSError as exc:  # the address is taken or not ours to bind
+        raise UsageError(f"--listen/--metrics-listen: cannot listen: {exc.strerror or exc}") from None
+    except KeyboardInterrupt:
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.OK

@@ -1,0 +1,38 @@
+"""Fixtures: TLS material for the session, and the webhook app served over real TLS on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from server_helpers import Server, StandInChecks, client_ssl, make_config, reloader_for, start
+
+from dra.config import Config
+from e2e import selfsigned
+from webhook import app
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> selfsigned.TlsFiles:
+    return selfsigned.issue(tmp_path_factory.mktemp("webhook-tls"), hosts=("127.0.0.1", "localhost"))
+
+
+@pytest.fixture
+def config() -> Config:
+    return make_config(maxBodyBytes=64 * 1024)
+
+
+@pytest.fixture
+async def server(tls_files: selfsigned.TlsFiles, config: Config) -> AsyncIterator[Server]:
+    checks = StandInChecks()
+    application = app.create_app(config, checks=checks, reloader=reloader_for(tls_files), time_limit=1.0)
+    runner, url = await start(application, tls_files)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
+    try:
+        yield Server(url, application, session, checks, tls_files.ca_pem)
+    finally:
+        await session.close()
+        await runner.cleanup()
+
+

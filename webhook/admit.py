@@ -1,0 +1,258 @@
+"""From a decoded AdmissionReview request to the response: the one place that adapts to the cores.
+
+`Checks` is what the server calls (`mutate`, `validate`); `CoreChecks` (below, `core_checks()`) binds it to the
+conversion (issue 4, `webhook.convert`) and validation (issue 5, `webhook.validate`) cores; tests of the server
+alone pass small real stand-ins. `admit()` wraps a check
+with the server's rules: malformed request fields are denied with their paths, an exception or a time-out in a
+check is logged with the uid and answered per `webhook.internalErrorPolicy`, never raised to the HTTP layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from dra.config import Config
+from dra.fieldpath import ErrorType, FieldError, Path, join_errors
+from webhook import review
+
+Endpoint = Literal["mutate", "validate"]
+Result = Literal["allowed", "denied", "error"]
+log = logging.getLogger("gpuclaim.webhook")
+
+# the apiserver's default timeoutSeconds is 10 and the chart sets less: answer before it gives up on us
+DEFAULT_TIME_LIMIT = 8.0
+_REASON = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A warning for the user; `reason` is a kebab-case label from a closed set (a metric label)."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a check decided. Non-empty `errors` means denied (status 422 Invalid unless `code` says else)."""
+
+    errors: tuple[FieldError, ...] = ()
+    code: int = 422
+    reason: str = "Invalid"
+    patch: tuple[Mapping[str, Any], ...] = ()
+    warnings: tuple[Notice, ...] = ()
+    audit_annotations: Mapping[str, str] = field(default_factory=dict)
+    converted: bool = False
+    templates_created: int = 0
+
+    @property
+    def allowed(self) -> bool:
+        return not self.errors
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a check may read: the config and the cluster (both absent-able: the server runs without a cluster)."""
+
+    config: Config
+    cluster: Any = None  # kube.ClusterCache when a kubeconfig / in-cluster config is available
+    client: Any = None  # kube.KubeClient, for side effects (template creation); None without a cluster
+
+
+class Checks(Protocol):
+    async def mutate(self, request: review.Request, ctx: Context) -> Outcome: ...
+
+    async def validate(self, request: review.Request, ctx: Context) -> Outcome: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """What happened, for metrics and logs (never object contents)."""
+
+    endpoint: Endpoint
+    operation: str
+    result: Result
+    denial_reason: str | None = None
+    warning_reasons: tuple[str, ...] = ()
+    converted: bool = False
+    templates_created: int = 0
+    error: str | None = None
+
+
+def warning_reason(reason: str) -> str:
+    """Keep metric labels bounded: anything that is not a short kebab-case token counts as `other`."""
+    return reason if _REASON.match(reason) else "other"
+
+
+def _denial_reason(errors: Sequence[FieldError]) -> str:
+    return str(errors[0].type) if errors else str(ErrorType.INTERNAL)
+
+
+def _internal(endpoint: Endpoint, request: review.Request, ctx: Context, what: str) -> tuple[review.Response, Record]:
+    policy = getattr(ctx.config.webhook.internal_error_policy, endpoint)
+    op = request.operation or "unknown"
+    if policy == "deny":
+        message = (f"gpuclaim could not {'check' if endpoint == 'validate' else 'convert'} this object: {what} "
+                   f"(request uid {request.uid}); retry, or ask the cluster admin to look at the gpuclaim logs")
+        response = review.Response(request.uid, False, review.Status(500, "InternalError", message))
+        return response, Record(endpoint, op, "error", denial_reason=str(ErrorType.INTERNAL), error=what)
+    text = (f"gpuclaim: {what}; the pod was admitted unchanged (request uid {request.uid})" if endpoint == "mutate"
+            else f"gpuclaim: {what}; the object was admitted without gpuclaim's checks (request uid {request.uid})")
+    response = review.Response(request.uid, True, warnings=(text,))
+    return response, Record(endpoint, op, "error", warning_reasons=("internal-error",), error=what)
+
+
+async def admit(endpoint: Endpoint, request: review.Request, request_errors: Sequence[FieldError], *,
+                checks: Checks, ctx: Context, time_limit: float = DEFAULT_TIME_LIMIT
+                ) -> tuple[review.Response, Record]:
+    """Answer one decoded request. Never raises (except cancellation)."""
+    op = request.operation if request.operation in review.OPERATIONS else "unknown"
+    if request_errors:
+        # the review itself is malformed in a way we can answer: deny, naming the fields
+        status = review.Status(400, "BadRequest", join_errors(request_errors))
+        return (review.Response(request.uid, False, status),
+                Record(endpoint, op, "denied", denial_reason=_denial_reason(request_errors)))
+    check = checks.mutate if endpoint == "mutate" else checks.validate
+    try:
+        async with asyncio.timeout(time_limit):
+            outcome = await check(request, ctx)
+    except TimeoutError:
+        log.error("admission check timed out", extra={"uid": request.uid, "endpoint": endpoint,
+                                                      "time_limit_s": time_limit})
+        return _internal(endpoint, request, ctx, f"the check did not finish within {time_limit:g}s")
+    except Exception as exc:
+        # the traceback goes to the log (with the uid to find it); the user gets the kind of failure only
+        log.exception("admission check failed", extra={"uid": request.uid, "endpoint": endpoint})
+        return _internal(endpoint, request, ctx, f"internal error ({type(exc).__name__})")
+    warnings = tuple(n.message for n in outcome.warnings)
+    reasons = tuple(warning_reason(n.reason) for n in outcome.warnings)
+    if not outcome.allowed:
+        status = review.Status(outcome.code, outcome.reason, join_errors(outcome.errors))
+        response = review.Response(request.uid, False, status, warnings=warnings,
+                                   audit_annotations=outcome.audit_annotations)
+        return response, Record(endpoint, op, "denied", denial_reason=_denial_reason(outcome.errors),
+                                warning_reasons=reasons)
+    # the apiserver rejects a patch from a validating webhook: never send one from there
+    patch = outcome.patch if endpoint == "mutate" else ()
+    response = review.Response(request.uid, True, patch=patch, warnings=warnings,
+                               audit_annotations=outcome.audit_annotations)
+    return response, Record(endpoint, op, "allowed", warning_reasons=reasons, converted=outcome.converted,
+                            templates_created=outcome.templates_created)
+
+
+# ---- the real cores ------------------------------------------------------------------------------------------
+
+
+class CoreChecks:
+    """Adapts the conversion and validation cores to `Checks`; the only code that knows their signatures.
+
+    Without a cluster (no kubeconfig, not in a pod) DeviceClasses cannot be looked up, so conversion runs as if
+    `conversion.requireClassesExist` were off, and templates cannot be created: a pod that would need one is
+    admitted unchanged with a warning (it would otherwise reference a template that does not exist).
+    """
+
+    def __init__(self, *, own_namespace: str | None = None) -> None:
+        self.own_namespace = own_namespace
+        self._classes: dict[str, tuple[str, Any]] = {}  # name -> (resourceVersion, parsed DeviceClass)
+
+    def _device_classes(self, cache: Any) -> dict[str, Any]:
+        """Parsed DeviceClasses, re-parsed only when their resourceVersion changed."""
+        from dra import api
+
+        out: dict[str, Any] = {}
+        for obj in cache.objects("DeviceClass").values():
+            name = obj["metadata"]["name"]
+            version = obj["metadata"].get("resourceVersion", "")
+            known = self._classes.get(name)
+            if known is None or known[0] != version:
+                model, _errors = api.parse_device_class(obj)
+                if model is None:
+                    continue
+                known = self._classes[name] = (version, model)
+            out[name] = known[1]
+        for gone in self._classes.keys() - out.keys():
+            del self._classes[gone]
+        return out
+
+    async def mutate(self, request: review.Request, ctx: Context) -> Outcome:
+        from webhook import convert
+
+        if request.operation != "CREATE" or request.kind.kind != "Pod" or request.kind.group or request.sub_resource:
+            return Outcome()
+        if request.object is None:
+            return Outcome(errors=(FieldError.required(Path.root("request", "object"), "a Pod CREATE carries a pod"),))
+        conversion_config = ctx.config.conversion
+        cache = ctx.cluster
+        if cache is None:
+            conversion_config = dataclasses.replace(conversion_config, require_classes_exist=False)
+            classes: Mapping[str, Any] = {}
+            labels = None
+        else:
+            classes = self._device_classes(cache)
+            labels = cache.namespace_labels(request.namespace) if request.namespace else None
+        conversion = convert.convert_pod(request.object, config=conversion_config, device_classes=classes,
+                                         namespace_labels=labels, namespace=request.namespace or None,
+                                         own_namespace=self.own_namespace)
+        notices = tuple(Notice("conversion", w) for w in conversion.warnings)
+        if conversion.refusals:
+            return Outcome(errors=tuple(conversion.refusals), warnings=notices)
+        if not conversion.patch:
+            return Outcome(warnings=notices)
+        created = 0
+        if conversion.objects and not request.dry_run:  # sideEffects: NoneOnDryRun
+            if ctx.client is None:
+                text = ("gpuclaim: this pod asks for GPUs it would convert to a ResourceClaimTemplate, but the webhook "
+                        "runs without cluster access and cannot create it; the pod was admitted unchanged")
+                return Outcome(warnings=(*notices, Notice("no-cluster", text)))
+            created = await _create_objects(ctx, request.namespace, conversion.objects)
+        return Outcome(patch=tuple(conversion.patch), warnings=notices, converted=True, templates_created=created)
+
+    async def validate(self, request: review.Request, ctx: Context) -> Outcome:
+        from webhook import validate
+
+        if request.object is None and request.operation in ("CREATE", "UPDATE"):
+            return Outcome(errors=(FieldError.required(Path.root("request", "object")),))
+        inventory = _inventory(ctx)
+        verdict = validate.validate_object(request.object, operation=request.operation,
+                                           old_object=request.old_object, namespace=request.namespace or None,
+                                           inventory=inventory, config=ctx.config)
+        notices = tuple(Notice("validation", w) for w in verdict.warnings)
+        return Outcome(errors=tuple(verdict.denials), warnings=notices)
+
+
+def _inventory(ctx: Context) -> Any:
+    from webhook import validate
+
+    if ctx.cluster is None:
+        return validate.OfflineInventory()  # everything unknown: the cluster-dependent checks are skipped
+    try:
+        from webhook.validate import live  # type: ignore[attr-defined]
+    except ImportError:
+        return validate.OfflineInventory()
+    return live.LiveInventory(ctx.cluster)
+
+
+async def _create_objects(ctx: Context, namespace: str, objects: Sequence[Mapping[str, Any]]) -> int:
+    """Create what the pod will reference; those the cluster view already holds are skipped (no API call)."""
+    from kube.templates import ensure_template
+
+    created = 0
+    for obj in objects:
+        name = obj["metadata"]["name"]
+        if obj.get("kind", "ResourceClaimTemplate") != "ResourceClaimTemplate":
+            raise NotImplementedError(f"creating {obj.get('kind')} objects at admission")
+        if ctx.cluster.template(namespace, name) is not None:
+            continue
+        await ensure_template(ctx.client, namespace, dict(obj), time_limit=ctx.config.cluster.api_timeout_seconds)
+        created += 1
+    return created
+
+
+def core_checks(*, own_namespace: str | None = None) -> Checks:
+    return CoreChecks(own_namespace=own_namespace)

@@ -1,0 +1,59 @@
+"""Structured logs: one JSON object per line on stderr, `extra={...}` fields included (uid, endpoint, ...).
+
+Callers put identifiers in `extra` (uid, kind, namespace, name, result, reasons), never object contents: a pod's
+env values may be secrets. Messages of denials are the users' own field paths and our prose, not values from
+containers' env (the cores render values only for the fields they check).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any, TextIO
+
+import orjson
+
+# attributes every LogRecord has: anything else on a record came from `extra`
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(out, default=str).decode()
+
+
+class TextFormatter(logging.Formatter):
+    """For people at a terminal: the message, then the extra fields as key=value."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        extras = " ".join(f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_"))
+        line = f"{record.levelname.lower():7} {record.name}: {record.getMessage()}" + (f" {extras}" if extras else "")
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def setup(*, level: str = "info", fmt: str = "json", stream: TextIO | None = None) -> logging.Handler:
+    """Configure the root logger once for the server process; returns the handler (tests remove it)."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # aiohttp's access log would duplicate our per-admission line (and it is not JSON)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    return handler
