@@ -240,6 +240,9 @@ def _parse_node_association(
     return node_name, node_selector, bool(all_nodes), bool(per_device)
 
 
+_BASIC_DEVICE_FIELDS = frozenset({"name", "attributes", "capacity"})
+
+
 def _parse_device(raw: object, i: int, driver: str, pool: str, per_device: bool, r: Reader) -> Device | None:
     if type(raw) is not dict and not isinstance(raw, Mapping):
         r.wrong_type(_SPEC.child("devices").index(i), raw, "an object")
@@ -270,7 +273,7 @@ def _parse_device(raw: object, i: int, driver: str, pool: str, per_device: bool,
             )
         )
     extras: dict[str, Any] = {}
-    if per_device or len(raw) > 3:  # beyond name, attributes, capacity: rare alpha features
+    if per_device or not raw.keys() <= _BASIC_DEVICE_FIELDS:  # rare alpha features beyond the basic three
         extras = _parse_device_extras(raw, i, per_device, r)
     return Device(name=name, driver=driver, pool=pool, attributes=attributes, capacity=capacity, **extras)
 

@@ -204,3 +204,20 @@ def test_identical_strings_and_names_are_shared_between_devices() -> None:
     ((ka, va),) = a.attributes.items()
     ((kb, vb),) = b.attributes.items()
     assert ka is kb and va is vb
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"name": "gpu-0", "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
+        {"name": "gpu-0", "capacity": {"memory": {"value": "4Gi"}},
+         "consumesCounters": [{"counterSet": "cs", "counters": {"memory": {"value": "4Gi"}}}]},
+    ],
+    ids=["taints-only", "capacity-and-counters"],
+)
+def test_alpha_device_fields_are_kept_however_few_other_fields_a_device_has(raw: dict[str, Any]) -> None:
+    # a device with only a name and one alpha field must not lose that field (the allocator reads it)
+    model, _errors = api.parse_resource_slice(slice_([raw]))
+    assert model is not None
+    (dev,) = model.devices
+    assert dev.taints or dev.consumes_counters
