@@ -1,0 +1,112 @@
+"""The extender's aiohttp applications: the scheduler-facing one and the metrics one (separate port).
+
+``create_app`` is the only place routes are wired; tests drive it through ``aiohttp_client`` exactly as
+production serves it. ``run`` owns the process: cluster cache, both sites, TLS with hot reload, shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from dra.config import Config, ExtenderConfig
+
+from . import handlers, keys
+from .metrics import ExtenderMetrics
+from .predict import ClusterView
+from .readiness import Readiness
+
+log = logging.getLogger(__name__)
+# kube-scheduler sends full NodeLists when nodeCacheCapable is false: thousands of Nodes are tens of MB
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def create_app(*, config: ExtenderConfig, view: ClusterView, registry: CollectorRegistry,
+               readiness: Readiness | None = None) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app[keys.CONFIG] = config
+    app[keys.VIEW] = view
+    app[keys.METRICS] = ExtenderMetrics(registry)
+    app[keys.READINESS] = readiness or Readiness()
+    app.router.add_post("/prioritize", handlers.prioritize)
+    app.router.add_post("/filter", handlers.filter_nodes)
+    app.router.add_get("/healthz", handlers.healthz)
+    app.router.add_get("/readyz", handlers.readyz)
+    return app
+
+
+def create_metrics_app(registry: CollectorRegistry) -> web.Application:
+    app = web.Application()
+    app.router.add_get("/metrics", make_aiohttp_handler(registry))
+    return app
+
+
+def split_listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+async def run(config: Config, *, listen: str, metrics_listen: str, kubeconfig: str | None,
+              tls_cert: Path | None, tls_key: Path | None) -> None:
+    """Serve until SIGTERM/SIGINT. Raises KubeConfigError / OSError / ssl errors at start, before serving."""
+    from certs.files import reloading_server_context
+    from kube import config as kube_config
+    from kube.cache import ClusterCache
+    from kube.client import KubeClient
+
+    from .view import LiveView, extender_specs
+
+    ext = config.extender
+    api = kube_config.load(kubeconfig)
+    registry = CollectorRegistry()
+    client = KubeClient(api, timeout=config.cluster.api_timeout_seconds)
+    cache = ClusterCache(client, registry=registry, specs=extender_specs(config),
+                         backoff_initial=config.cluster.backoff.initial_seconds,
+                         backoff_cap=config.cluster.backoff.cap_seconds)  # fmt: skip
+    view = LiveView(cache, config)
+    readiness = Readiness([("cluster", view.ready)])
+    reloader = None
+    if tls_cert is not None and tls_key is not None:
+        reloader = reloading_server_context(cert_file=tls_cert, key_file=tls_key, min_version=ext.tls.min_version,
+                                            interval=config.certs.reload_interval_seconds)  # fmt: skip
+        readiness.add("certificate", lambda: (reloader.loaded, "loaded" if reloader.loaded else "not loaded"))
+    app = create_app(config=ext, view=view, registry=registry, readiness=readiness)
+
+    async def cache_ctx(_app: web.Application) -> AsyncIterator[None]:
+        await cache.start()
+        try:
+            yield
+        finally:
+            await cache.stop()
+            await client.close()
+
+    app.cleanup_ctx.append(cache_ctx)
+    if reloader is not None:
+        app.cleanup_ctx.append(reloader.cleanup_ctx)
+    runner = web.AppRunner(app, handle_signals=False)
+    metrics_runner = web.AppRunner(create_metrics_app(registry), handle_signals=False)
+    await runner.setup()
+    await metrics_runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        host, port = split_listen(listen)
+        await web.TCPSite(runner, host, port, ssl_context=reloader.context if reloader else None).start()
+        mhost, mport = split_listen(metrics_listen)
+        await web.TCPSite(metrics_runner, mhost, mport).start()
+        log.info("extender serving %s on %s, metrics on %s", "https" if reloader else "http", listen, metrics_listen)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        await metrics_runner.cleanup()

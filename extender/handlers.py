@@ -1,0 +1,111 @@
+"""HTTP glue: read the body, call the pure prediction, write the wire answer. Always 200 with JSON.
+
+kube-scheduler treats any non-200 answer as a failed call, so every failure goes into the body: ``Error`` of
+an ExtenderFilterResult for /filter. A HostPriorityList has no error field; a failed /prioritize answers the
+same score (0) for every candidate it could read (``[]`` when even the names are unreadable), which changes
+nothing in the ranking, and logs why (kube-scheduler ignores prioritize failures anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from aiohttp import web
+
+from . import keys, predict, wire
+from .score import NodeVerdict
+
+log = logging.getLogger(__name__)
+JSON = "application/json"
+
+
+def _answer(body: bytes) -> web.Response:
+    return web.Response(body=body, content_type=JSON)
+
+
+def _verdicts(request: web.Request, args: wire.ExtenderArgs) -> tuple[predict.PodRequest | None, list[NodeVerdict]]:
+    """None when the pod has nothing to predict (no claims, or every claim allocated or invisible)."""
+    app = request.app
+    metrics, view, config = app[keys.METRICS], app[keys.VIEW], app[keys.CONFIG]
+    if not predict.has_claims(args.pod):
+        metrics.pods.labels("without").inc()
+        return None, []
+    metrics.pods.labels("with").inc()
+    pod_request = predict.resolve(args.pod, view, config, getattr(view, "parsed_claims", None))
+    if pod_request.empty:
+        return pod_request, []
+    return pod_request, predict.predict(pod_request, args.node_names, view, config)
+
+
+async def prioritize(request: web.Request) -> web.Response:
+    metrics = request.app[keys.METRICS]
+    start = time.perf_counter()
+    result = "ok"
+    names: tuple[str, ...] = ()
+    try:
+        args = wire.decode_args(await request.read())
+        names = args.node_names
+        _, verdicts = _verdicts(request, args)
+        if not verdicts:
+            body = wire.encode_equal_priorities(names)
+        else:
+            metrics.observe_scores(v.score for v in verdicts)
+            body = wire.encode_priorities([(v.node, v.score or 0) for v in verdicts])
+    except (wire.WireError, predict.PodError) as exc:
+        result = "error"
+        log.warning("prioritize: %s", exc)
+        body = wire.encode_equal_priorities(names) if names else wire.encode_error_priorities()
+    except Exception:
+        result = "error"
+        log.exception("prioritize failed")
+        body = wire.encode_equal_priorities(names) if names else wire.encode_error_priorities()
+    metrics.requests.labels("prioritize", result).inc()
+    metrics.nodes.labels("prioritize").observe(len(names))
+    metrics.duration.labels("prioritize").observe(time.perf_counter() - start)
+    return _answer(body)
+
+
+async def filter_nodes(request: web.Request) -> web.Response:
+    """Fails nodes only for pods with the hard topology annotation; every other pod passes every node."""
+    metrics = request.app[keys.METRICS]
+    start = time.perf_counter()
+    result = "ok"
+    args: wire.ExtenderArgs | None = None
+    try:
+        args = wire.decode_args(await request.read())
+        pod_request, verdicts = _verdicts(request, args)
+        if pod_request is None or not pod_request.required or not verdicts:
+            body = wire.encode_filter_result(args=args, passed=args.node_names)
+        else:
+            passed, failed = [], {}
+            wanted = ", ".join(pod_request.required)
+            for v in verdicts:
+                if v.satisfies(pod_request.required):
+                    passed.append(v.node)
+                elif v.score is None:
+                    failed[v.node] = f"gpuclaim: {v.reason}"
+                else:
+                    failed[v.node] = f"gpuclaim: predicted devices are not inside one {wanted} domain ({v.reason})"
+            metrics.filtered.inc(len(failed))
+            body = wire.encode_filter_result(args=args, passed=passed, failed=failed)
+    except (wire.WireError, predict.PodError) as exc:
+        result = "error"
+        body = wire.encode_filter_result(args=None, error=f"gpuclaim extender: {exc}")
+    except Exception as exc:
+        result = "error"
+        log.exception("filter failed")
+        body = wire.encode_filter_result(args=None, error=f"gpuclaim extender: internal error: {exc}")
+    metrics.requests.labels("filter", result).inc()
+    metrics.nodes.labels("filter").observe(len(args.node_names) if args else 0)
+    metrics.duration.labels("filter").observe(time.perf_counter() - start)
+    return _answer(body)
+
+
+async def healthz(_request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    ok, lines = request.app[keys.READINESS].status()
+    return web.Response(status=200 if ok else 503, text="\n".join(lines) + "\n")

@@ -1,0 +1,168 @@
+"""The live cluster view the extender predicts against: ``kube.ClusterCache`` plus per-node device states.
+
+A ``NodeState`` (parsed pools, held devices, topology, cached verdicts) is built on first use and dropped when
+an event touches the node:
+
+- a ResourceSlice with ``nodeName`` -> that node; any other slice (allNodes, nodeSelector) -> every node;
+- a Node (labels decide nodeSelector slices; the NVLink annotation) -> that node;
+- a ResourceClaim whose allocated devices changed -> the nodes of the pools those devices are in (every node
+  if a pool is not node-local); claim updates that do not change the allocation (reservedFor, new claims)
+  touch nothing;
+- a DeviceClass -> every node (selectors changed).
+
+The cache's indexes are updated before subscribers run, so a state rebuilt after an event sees the event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from dra import allocator
+from dra.api import DeviceClass, DeviceID, ResourceSlice, parse_device_class, parse_resource_slice
+from dra.config import Config
+from kube.cache import ClusterCache, default_specs
+from kube.reflector import Obj, WatchSpec
+
+from .predict import NodeState
+
+log = logging.getLogger(__name__)
+
+
+def extender_specs(config: Config) -> tuple[WatchSpec, ...]:
+    """The cache's default watches, with Nodes kept as name, labels and the NVLink annotation only."""
+    keep = config.extender.nvlink_annotation
+
+    def compact_node(obj: Obj) -> Obj:
+        meta = obj.get("metadata") or {}
+        kept = {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels") if k in meta}
+        value = (meta.get("annotations") or {}).get(keep)
+        if value is not None:
+            kept["annotations"] = {keep: value}
+        return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+
+    out = []
+    for spec in default_specs():
+        if spec.kind == "Node":
+            spec = WatchSpec(spec.kind, spec.api_version, spec.plural, spec.label_selector, spec.namespaced,
+                             compact_node)  # fmt: skip
+        out.append(spec)
+    return tuple(out)
+
+
+def _allocated(claim: Obj | None) -> frozenset[DeviceID]:
+    if claim is None:
+        return frozenset()
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ()
+    return frozenset(DeviceID(r["driver"], r["pool"], r["device"]) for r in results
+                     if isinstance(r, dict) and not r.get("adminAccess") and {"driver", "pool", "device"} <= r.keys())
+
+
+class LiveView:
+    def __init__(self, cache: ClusterCache, config: Config) -> None:
+        self.cache = cache
+        self.config = config
+        self._states: dict[str, NodeState] = {}
+        self._slices: dict[str, tuple[str, ResourceSlice | None]] = {}  # name -> (resourceVersion, parsed)
+        self._pool_nodes: dict[tuple[str, str], set[str]] = {}
+        self._claim_devices: dict[tuple[str, str], frozenset[DeviceID]] = {}
+        self._classes: dict[str, DeviceClass] | None = None
+        self.parsed_claims: dict[bytes, Any] = {}
+        self.rebuilds = 0
+        cache.subscribe(self.on_event)
+
+    # ---- events ------------------------------------------------------------------------------------------------
+    def on_event(self, kind: str, event_type: str, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        if kind == "ResourceSlice":
+            spec = obj.get("spec") or {}
+            if event_type == "DELETED":
+                self._slices.pop(meta.get("name", ""), None)
+            node = spec.get("nodeName")
+            if node:
+                key = (str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")))
+                self._pool_nodes.setdefault(key, set()).add(node)
+                self._states.pop(node, None)
+            else:
+                self._states.clear()
+        elif kind == "Node":
+            self._states.pop(meta.get("name", ""), None)
+        elif kind == "ResourceClaim":
+            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            new = frozenset() if event_type == "DELETED" else _allocated(obj)
+            old = self._claim_devices.get(key, frozenset())
+            if new:
+                self._claim_devices[key] = new
+            else:
+                self._claim_devices.pop(key, None)
+            for device in old ^ new:
+                nodes = self._pool_nodes.get((device.driver, device.pool))
+                if nodes is None:
+                    self._states.clear()
+                    break
+                for node in nodes:
+                    self._states.pop(node, None)
+        elif kind == "DeviceClass":
+            self._classes = None
+            self._states.clear()
+
+    # ---- ClusterView -------------------------------------------------------------------------------------------
+    def pod_claims(self, pod: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any] | None]:
+        return self.cache.claims_for_pod(pod)
+
+    def template(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.cache.template(namespace, name)
+
+    def classes(self) -> Mapping[str, DeviceClass]:
+        if self._classes is None:
+            classes: dict[str, DeviceClass] = {}
+            for obj in self.cache.objects("DeviceClass").values():
+                klass, errors = parse_device_class(obj)
+                if klass is not None and not errors:
+                    classes[klass.name] = klass
+                else:
+                    log.warning("DeviceClass %s ignored: %s", (obj.get("metadata") or {}).get("name"),
+                                "; ".join(str(e) for e in errors[:3]))
+            self._classes = classes
+        return self._classes
+
+    def node_state(self, name: str) -> NodeState | None:
+        state = self._states.get(name)
+        if state is not None:
+            return state
+        labels = self.cache.node_labels(name)
+        raw = self.cache.slices_for_node(name)
+        if labels is None and not raw:
+            return None
+        parsed = [s for s in (self._parse(o) for o in raw) if s is not None]
+        node_obj = self.cache.objects("Node").get(name) or {}
+        pools = allocator.gather_pools(allocator.NodeInfo(name, labels or {}), parsed)
+        state = NodeState.build(config=self.config.extender, pools=pools, is_held=self.cache.is_allocated,
+                                annotations=(node_obj.get("metadata") or {}).get("annotations") or {})
+        self._states[name] = state
+        self.rebuilds += 1
+        return state
+
+    def _parse(self, obj: Obj) -> ResourceSlice | None:
+        meta = obj.get("metadata") or {}
+        name, version = str(meta.get("name", "")), str(meta.get("resourceVersion", ""))
+        cached = self._slices.get(name)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        parsed, errors = parse_resource_slice(obj)
+        if errors:
+            log.warning("ResourceSlice %s ignored: %s", name, "; ".join(str(e) for e in errors[:3]))
+            parsed = None
+        self._slices[name] = (version, parsed)
+        return parsed
+
+    # ---- readiness ---------------------------------------------------------------------------------------------
+    def ready(self) -> tuple[bool, str]:
+        if not self.cache.synced:
+            return False, "cluster view not synced yet"
+        stale = self.cache.stale_kinds(self.config.cluster.stale_after_seconds)
+        if stale:
+            return False, f"cluster view stale: no event or list for {', '.join(stale)} in " \
+                          f"{self.config.cluster.stale_after_seconds:g}s"
+        return True, "ok"
