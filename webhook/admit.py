@@ -30,6 +30,11 @@ DEFAULT_TIME_LIMIT = 8.0
 _REASON = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
 
 
+class CheckUnavailable(Exception):
+    """A check could not decide for a reason outside it (the API server is down or slow): answered per
+    `webhook.internalErrorPolicy` like an internal error, with this message and without a traceback."""
+
+
 @dataclass(frozen=True, slots=True)
 class Notice:
     """A warning for the user; `reason` is a kebab-case label from a closed set (a metric label)."""
@@ -122,6 +127,10 @@ async def admit(endpoint: Endpoint, request: review.Request, request_errors: Seq
     try:
         async with asyncio.timeout(time_limit):
             outcome = await check(request, ctx)
+    except CheckUnavailable as exc:
+        log.warning("admission check could not decide", extra={"uid": request.uid, "endpoint": endpoint,
+                                                              "reason": str(exc)})
+        return _internal(endpoint, request, ctx, str(exc))
     except TimeoutError:
         log.error("admission check timed out", extra={"uid": request.uid, "endpoint": endpoint,
                                                       "time_limit_s": time_limit})
@@ -181,7 +190,7 @@ class CoreChecks:
         return out
 
     async def mutate(self, request: review.Request, ctx: Context) -> Outcome:
-        from webhook import convert
+        from webhook import convert, templates
 
         if request.operation != "CREATE" or request.kind.kind != "Pod" or request.kind.group or request.sub_resource:
             return Outcome()
@@ -205,12 +214,21 @@ class CoreChecks:
         if not conversion.patch:
             return Outcome(warnings=notices)
         created = 0
-        if conversion.objects and not request.dry_run:  # sideEffects: NoneOnDryRun
+        if conversion.objects:
             if ctx.client is None:
                 text = ("gpuclaim: this pod asks for GPUs it would convert to a ResourceClaimTemplate, but the webhook "
                         "runs without cluster access and cannot create it; the pod was admitted unchanged")
                 return Outcome(warnings=(*notices, Notice("no-cluster", text)))
-            created = await _create_objects(ctx, request.namespace, conversion.objects)
+            try:  # on dryRun this only compares with the cluster view: sideEffects NoneOnDryRun
+                made = await templates.create_objects(ctx.client, ctx.cluster, request.namespace, conversion,
+                                                      dry_run=request.dry_run,
+                                                      time_limit=min(2.0, ctx.config.cluster.api_timeout_seconds))
+            except templates.CreationError as exc:
+                if not exc.is_refusal:
+                    raise CheckUnavailable(exc.message) from None
+                return Outcome(errors=(FieldError.forbidden(Path.root("spec", "resourceClaims"), exc.message),),
+                               warnings=notices)
+            created = len(made.created)
         return Outcome(patch=tuple(conversion.patch), warnings=notices, converted=True, templates_created=created)
 
     async def validate(self, request: review.Request, ctx: Context) -> Outcome:
@@ -236,22 +254,6 @@ def _inventory(ctx: Context) -> Any:
     except ImportError:
         return validate.OfflineInventory()
     return live.LiveInventory(ctx.cluster)
-
-
-async def _create_objects(ctx: Context, namespace: str, objects: Sequence[Mapping[str, Any]]) -> int:
-    """Create what the pod will reference; those the cluster view already holds are skipped (no API call)."""
-    from kube.templates import ensure_template
-
-    created = 0
-    for obj in objects:
-        name = obj["metadata"]["name"]
-        if obj.get("kind", "ResourceClaimTemplate") != "ResourceClaimTemplate":
-            raise NotImplementedError(f"creating {obj.get('kind')} objects at admission")
-        if ctx.cluster.template(namespace, name) is not None:
-            continue
-        await ensure_template(ctx.client, namespace, dict(obj), time_limit=ctx.config.cluster.api_timeout_seconds)
-        created += 1
-    return created
 
 
 def core_checks(*, own_namespace: str | None = None) -> Checks:

@@ -1,0 +1,123 @@
+"""The server with the real cores (conversion and validation) and the cluster view of the API double, in
+process over TLS: dryRun creates nothing, a real admission creates the template the patch references, and a
+selector the apiserver would take but that can never work is denied with its field path."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import jsonpatch
+import kubernetes_validate
+import orjson
+import pytest
+import yaml
+from server_helpers import FIXTURES, Server, client_ssl, make_config, pod_review, reloader_for, start
+
+from e2e import selfsigned
+from e2e.apiserver import RunningDouble, Settings, Store, serve
+from kube import config as kube_config
+from kube.client import KubeClient
+from webhook import admit, app, keys
+
+CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
+TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/gpu-test1/resourceclaimtemplates"
+
+
+@pytest.fixture
+async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
+    running = await serve(store=Store(), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
+    running.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-test1"}})
+    for doc in yaml.safe_load_all(CLASSES.read_text()):
+        if doc:
+            running.store.restore(doc)
+    yield running
+    await running.close()
+
+
+@pytest.fixture
+async def live(double: RunningDouble, tls_files: selfsigned.TlsFiles) -> AsyncIterator[Server]:
+    application = app.create_app(make_config(), checks=admit.core_checks(own_namespace="gpuclaim"),
+                                 reloader=reloader_for(tls_files),
+                                 kube_config=kube_config.from_kubeconfig(double.kubeconfig))
+    runner, url = await start(application, tls_files)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
+    try:
+        server = Server(url, application, session, None, tls_files.ca_pem)
+        for _ in range(200):
+            if (await server.get("/readyz"))[0] == 200:
+                break
+            await asyncio.sleep(0.05)
+        assert (await server.get("/readyz"))[0] == 200
+        yield server
+    finally:
+        await session.close()
+        await runner.cleanup()
+
+
+async def _templates(double: RunningDouble) -> list[dict[str, Any]]:
+    client = KubeClient(kube_config.from_kubeconfig(double.kubeconfig))
+    try:
+        return (await client.list(TEMPLATES))["items"]
+    finally:
+        await client.close()
+
+
+async def test_dry_run_converts_the_pod_but_creates_nothing(live: Server, double: RunningDouble) -> None:
+    status, body = await live.post("/mutate", pod_review(gpus=2, dry_run=True))
+    response = body["response"]
+    assert status == 200 and response["allowed"] is True and response["patchType"] == "JSONPatch"
+    assert await _templates(double) == []
+    sample = live.app[keys.REGISTRY].get_sample_value
+    assert sample("gpuclaim_webhook_templates_created_total") == 0
+    assert sample("gpuclaim_webhook_conversions_total") == 1
+
+
+async def test_a_real_admission_creates_the_template_the_patched_pod_references(
+        live: Server, double: RunningDouble) -> None:
+    sent = pod_review(gpus=2)
+    status, body = await live.post("/mutate", sent)
+    response = body["response"]
+    assert status == 200 and response["allowed"] is True, response
+    patched = jsonpatch.apply_patch(sent["request"]["object"], orjson.loads(base64.b64decode(response["patch"])))
+    kubernetes_validate.validate(patched, "1.34.0", strict=True)
+    limits = patched["spec"]["containers"][0].get("resources", {}).get("limits", {})
+    assert "nvidia.com/gpu" not in limits
+    (template,) = await _templates(double)
+    referenced = {c.get("resourceClaimTemplateName") for c in patched["spec"]["resourceClaims"]}
+    assert template["metadata"]["name"] in referenced
+    assert live.app[keys.REGISTRY].get_sample_value("gpuclaim_webhook_templates_created_total") == 1
+    # a second pod of the same shape reuses it
+    status, body = await live.post("/mutate", pod_review(gpus=2, name="pod1", uid="u-second"))
+    assert status == 200 and body["response"]["allowed"] is True
+    assert len(await _templates(double)) == 1
+
+
+async def test_an_api_server_outage_while_creating_admits_the_pod_unchanged_with_a_warning(
+        live: Server, double: RunningDouble) -> None:
+    await double.close()  # the cluster view saw no template, and creating one now cannot work
+    status, body = await live.post("/mutate", pod_review(gpus=1, uid="u-outage"))
+    response = body["response"]
+    assert status == 200 and response["allowed"] is True and "patch" not in response
+    assert "admitted unchanged" in response["warnings"][0] and "u-outage" in response["warnings"][0]
+
+
+async def test_validate_denies_a_quantity_comparison_with_its_field_path(live: Server) -> None:
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "c", "namespace": "gpu-test1"},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                 "deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
+                     "expression": 'device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")'}}]}}]}}}
+    doc = pod_review()
+    doc["request"].update(kind={"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaim"},
+                          resource={"group": "resource.k8s.io", "version": "v1", "resource": "resourceclaims"},
+                          object=claim, name="c")
+    status, body = await live.post("/validate", doc)
+    response = body["response"]
+    assert status == 200 and response["allowed"] is False
+    assert response["status"]["message"].startswith("spec.devices.requests[0].exactly.selectors[0].cel.expression")
+    assert "compareTo" in response["status"]["message"]
