@@ -1,0 +1,156 @@
+"""`gpuclaim lint FILE... [--slices FILE...] [--namespaces FILE] [--config FILE] [-o text|json] [--strict]`:
+the validating webhook's checks, offline, for CI pipelines and GitOps repositories.
+
+Reads multi-document YAML and `kubectl get -o yaml` List output. DeviceClasses, ResourceClaimTemplates and
+Namespaces found in the linted files count as part of the cluster (a claim can name a class defined next to
+it); `--slices` files are the devices to dry-run against (they may hold DeviceClasses too: `kubectl get
+resourceslices,deviceclasses -o yaml`). Prints `file:doc: kind/name: field: message` per finding, or with
+`-o json` one array of `{file, doc, item, kind, name, field, severity, message}`. Exit 1 on any error (and on
+warnings with --strict), 0 otherwise, 2 on unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from dra import api
+from dra.config import Config, ConfigError, load_config
+from gpuclaim.exitstatus import ExitStatus, UsageError
+from webhook.validate import OfflineInventory, validate_manifest
+from webhook.validate.structure import to_v1
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="manifests to check")
+    parser.add_argument("--slices", nargs="+", type=Path, default=[], metavar="FILE",
+                        help="ResourceSlices (and DeviceClasses) to dry-run selectors against")
+    parser.add_argument("--namespaces", type=Path, metavar="FILE",
+                        help="Namespaces with their labels (kubectl get namespaces -o yaml), for the adminAccess rule")
+    parser.add_argument("--config", type=Path, metavar="FILE", help="gpuclaim config file (validation modes)")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+
+
+@dataclass(frozen=True, slots=True)
+class _Doc:
+    file: str
+    doc: int  # 1-based document number in the file
+    item: int | None  # index in a List's items
+    obj: object
+
+
+def _read(path: Path) -> list[_Doc]:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    return [_Doc(str(path), located.doc + 1, located.item, located.obj) for located in api.iter_objects(documents)]
+
+
+def _kind(obj: object) -> str:
+    return str(obj.get("kind", "")) if isinstance(obj, Mapping) else ""
+
+
+def _name(obj: object) -> str:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    return str(meta.get("name") or meta.get("generateName") or "") if isinstance(meta, Mapping) else ""
+
+
+def _load_config(path: Path | None) -> Config:
+    if path is None:
+        return Config()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"cannot read config {path}: {' '.join(str(exc).split())}") from None
+    try:
+        return load_config(data if isinstance(data, Mapping) else None)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _inventory(docs: list[_Doc], slice_docs: list[_Doc], namespace_docs: list[_Doc] | None) -> OfflineInventory:
+    slices: list[api.ResourceSlice] = []
+    classes: list[api.DeviceClass] = []
+    snapshot_classes = 0
+    templates: list[api.ResourceClaimTemplate] = []
+    for d in slice_docs:
+        model, errors = api.parse_object(to_v1(d.obj)[0]) if _kind(d.obj) in api.KINDS else (None, [])
+        if isinstance(model, api.ResourceSlice | api.DeviceClass) and errors:
+            print(f"{d.file}:{d.doc}: ignoring invalid {_kind(d.obj)}/{_name(d.obj)}: {errors[0]}", file=sys.stderr)
+        elif isinstance(model, api.ResourceSlice):
+            slices.append(model)
+        elif isinstance(model, api.DeviceClass):
+            classes.append(model)
+            snapshot_classes += 1
+    for d in docs:
+        if _kind(d.obj) in ("DeviceClass", "ResourceClaimTemplate"):
+            model, errors = api.parse_object(to_v1(d.obj)[0])
+            if isinstance(model, api.DeviceClass):
+                classes.append(model)
+            elif isinstance(model, api.ResourceClaimTemplate):
+                templates.append(model)
+    namespaces: dict[str, Mapping[str, str]] = {}
+    for d in [*docs, *(namespace_docs or [])]:
+        if _kind(d.obj) == "Namespace" and _name(d.obj):
+            labels = (d.obj.get("metadata") or {}).get("labels")  # type: ignore[union-attr]
+            namespaces[_name(d.obj)] = {str(k): str(v) for k, v in (labels or {}).items()}
+    return OfflineInventory(
+        slices=slices if slice_docs else None, classes=classes or None, templates=templates,
+        namespaces=namespaces or None, namespaces_complete=namespace_docs is not None,
+        classes_complete=snapshot_classes > 0,
+    )
+
+
+def findings_of(docs: list[_Doc], inventory: OfflineInventory, config: Config) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for d in docs:
+        verdict = validate_manifest(d.obj, inventory=inventory, config=config)
+        base = {"file": d.file, "doc": d.doc, "item": d.item, "kind": _kind(d.obj), "name": _name(d.obj)}
+        for error in verdict.denials:
+            field = str(error.path)
+            text = str(error)
+            out.append({**base, "field": field, "severity": "error",
+                        "message": text[len(field) + 2:] if field else text})
+        for notice in verdict.notices:
+            out.append({**base, "field": str(notice.path), "severity": "warning", "message": notice.message})
+    return out
+
+
+def _text(finding: Mapping[str, Any]) -> str:
+    item = finding["item"]
+    where = f"{finding['file']}:{finding['doc']}" + (f"/items[{item}]" if item is not None else "")
+    field = f"{finding['field']}: " if finding["field"] else ""
+    message = str(finding["message"]).replace("\n", "\n    ")
+    level = "" if finding["severity"] == "error" else "warning: "
+    return f"{where}: {finding['kind']}/{finding['name']}: {field}{level}{message}"
+
+
+def run(args: argparse.Namespace) -> int:
+    config = _load_config(args.config)
+    docs = [d for path in args.files for d in _read(path)]
+    slice_docs = [d for path in args.slices for d in _read(path)]
+    namespace_docs = None if args.namespaces is None else _read(args.namespaces)
+    found = findings_of(docs, _inventory(docs, slice_docs, namespace_docs), config)
+    if args.output == "json":
+        sys.stdout.write(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        for finding in found:
+            print(_text(finding))
+        errors = sum(f["severity"] == "error" for f in found)
+        print(f"{len(docs)} objects checked: {errors} errors, {len(found) - errors} warnings", file=sys.stderr)
+    if any(f["severity"] == "error" for f in found) or (args.strict and found):
+        return ExitStatus.FINDINGS
+    return ExitStatus.OK

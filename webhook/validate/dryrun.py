@@ -1,0 +1,225 @@
+"""Dry-run selectors against the devices the cluster publishes, as the scheduler's allocator would see them.
+
+Per request alternative: the devices its class admits and its selectors select (class selectors first,
+stopping at the first false or error, like the allocator). Findings:
+
+- a request selector raising a CEL runtime error on a device its class admits (``validation.runtimeError``,
+  deny by default): the scheduler would abort scheduling of the pod on it, again and again;
+- no device matches; no single node offers ``count`` matching devices; a ``matchAttribute`` that none of
+  the matching devices has (``validation.noMatch``, warn by default).
+
+The per-device work is the CEL engine's (:func:`dra.cel.match_devices`, cached by device and by projection);
+everything here runs over distinct outcomes or through C-level iteration, so a repeat costs a few sweeps
+over the device list.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
+
+from dra import api, cel
+from dra.fieldpath import Path
+
+from . import messages
+from .inventory import DeviceIndex
+from .verdict import Findings
+
+__all__ = ["Modes", "Result", "check_class", "match_alternative", "report_alternative"]
+
+_matched = attrgetter("matched")
+
+
+@dataclass(frozen=True, slots=True)
+class Modes:
+    runtime_error: str  # deny | warn
+    no_match: str  # warn | deny
+
+
+@dataclass(slots=True)
+class _ErrorGroup:
+    count: int
+    example: int  # device index
+    message: str
+
+
+@dataclass(slots=True)
+class Result:
+    """One selector chain over the index, summarised by distinct outcome."""
+
+    index: DeviceIndex
+    chain: Sequence[cel.CompiledSelector]
+    outcomes: list[cel.Outcome]
+    n_class: int  # how many selectors of the chain come from the class
+    matched: int = 0
+    rejected: Counter[int] = field(default_factory=Counter)  # selector index -> devices it said false on
+    errors: dict[int, _ErrorGroup] = field(default_factory=dict)  # selector index -> runtime errors
+
+    @classmethod
+    def run(cls, index: DeviceIndex, chain: Sequence[cel.CompiledSelector], n_class: int) -> Result:
+        outcomes = cel.match_devices(chain, index.devices)
+        result = cls(index, chain, outcomes, n_class)
+        ids = list(map(id, outcomes))
+        counts = Counter(ids)
+        where = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1), strict=True))  # first occurrence wins
+        for key, count in counts.items():
+            outcome = outcomes[where[key]]
+            if outcome.matched:
+                result.matched += count
+            elif outcome.error is not None and outcome.selector_index is not None:
+                group = result.errors.get(outcome.selector_index)
+                if group is None:
+                    result.errors[outcome.selector_index] = _ErrorGroup(count, where[key], outcome.error)
+                else:
+                    group.count += count
+            elif outcome.selector_index is not None:
+                result.rejected[outcome.selector_index] += count
+        return result
+
+    def matching_devices(self) -> list[api.Device]:
+        return list(compress(self.index.devices, map(_matched, self.outcomes)))
+
+    def admitted_by_class(self) -> list[api.Device]:
+        """Devices every class selector accepted (whatever the request's selectors said)."""
+        n = self.n_class
+        return [d for d, o in zip(self.index.devices, self.outcomes, strict=True)
+                if o.matched or (o.selector_index is not None and o.selector_index >= n)]
+
+    def best_node(self) -> tuple[int, str]:
+        """The most matching devices usable on one node, and where."""
+        per_scope = Counter(compress(self.index.scopes, map(_matched, self.outcomes)))
+        names = self.index.scope_names
+        everywhere = sum(n for s, n in per_scope.items() if names[s] == "all nodes")
+        best, where = everywhere, "all nodes"
+        for s, n in per_scope.items():
+            if names[s] != "all nodes" and n + everywhere > best:
+                best, where = n + everywhere, names[s]
+        return best, where
+
+
+def match_alternative(
+    index: DeviceIndex, class_selectors: Sequence[cel.CompiledSelector],
+    request_selectors: Sequence[cel.CompiledSelector],
+) -> Result:
+    return Result.run(index, [*class_selectors, *request_selectors], len(class_selectors))
+
+
+def report_alternative(
+    alt: api.ExactRequest, device_class: api.DeviceClass, result: Result, *, modes: Modes, findings: Findings,
+    report_no_match: bool,
+) -> None:
+    """Runtime errors and the count check for one ``exactly`` or subrequest; no-match when asked to."""
+    n_class = result.n_class
+    total = len(result.index)
+    for selector_index, group in sorted(result.errors.items()):
+        device = result.index.devices[group.example]
+        if selector_index < n_class:
+            findings.warn(
+                alt.path.child("deviceClassName"),
+                f"selector #{selector_index} of DeviceClass {device_class.name} raises a CEL runtime error on "
+                f"{messages.plural(group.count, 'device')}, e.g. {device.id}: {group.message}; the scheduler aborts "
+                "scheduling of pods using this class on them: fix the class",
+            )
+            continue
+        j = selector_index - n_class
+        selector = alt.selectors[j]
+        hint = messages.guard_hint(group.message, result.chain[selector_index])
+        findings.report(
+            modes.runtime_error, selector.path, selector.expression,
+            f"CEL runtime error on {messages.plural(group.count, 'device')} that DeviceClass {device_class.name} "
+            f"admits, e.g. {device.id}: {group.message}; kube-scheduler aborts scheduling of the pod when it "
+            f"meets such a device (and retries forever); {hint}",
+        )
+    if result.matched == 0:
+        if report_no_match and not any(k >= n_class for k in result.errors):
+            findings.report(modes.no_match, alt.path, alt.name, no_match_message(alt, device_class, result, total))
+        return
+    if alt.allocation_mode == "ExactCount" and alt.count > 1:
+        best, where = result.best_node()
+        if best < alt.count:
+            findings.report(
+                modes.no_match, alt.path.child("count"), alt.count,
+                f"no single node offers {alt.count} matching devices: {result.matched} match in the cluster, at most "
+                f"{best} usable on one node ({where}); all devices of a claim must be usable on the pod's node",
+            )
+
+
+def no_match_message(alt: api.ExactRequest, device_class: api.DeviceClass, result: Result, total: int) -> str:
+    admitted = result.admitted_by_class()
+    if not admitted:
+        drivers = Counter(d.driver for d in result.index.devices)
+        offered = ", ".join(f"{d} ({messages.plural(n, 'device')})" for d, n in drivers.most_common(5))
+        return (f"no device matches: DeviceClass {device_class.name} admits none of the "
+                f"{messages.plural(total, 'device')} in the cluster (drivers: {offered})")
+    n_class = result.n_class
+    worst = max(result.rejected, key=lambda k: (result.rejected[k], -k), default=None)
+    text = (f"no device matches: DeviceClass {device_class.name} admits {messages.plural(len(admitted), 'device')} "
+            f"of {total}")
+    if worst is None or worst < n_class:
+        return text + ", none of them passes the request's selectors"
+    selector = result.chain[worst]
+    text += f", selectors[{worst - n_class}] rejects {result.rejected[worst]} of them"
+    offers = messages.describe_offers(admitted, selector)
+    if offers:
+        text += f"; they offer {offers}"
+    for note in messages.quantity_traps(admitted, selector):
+        text += f"; {note}"
+    return text
+
+
+def check_constraints(
+    spec: api.DeviceClaim, matched: dict[str, list[api.Device]], *, modes: Modes, findings: Findings
+) -> None:
+    """``matchAttribute`` naming an attribute that none of the devices matching its requests has."""
+    for constraint in spec.constraints:
+        attribute = constraint.match_attribute
+        if attribute is None:
+            continue
+        refs = constraint.requests or tuple(r.name for r in spec.requests)
+        devices: list[api.Device] = []
+        names: list[str] = []
+        for ref in refs:
+            for key, found in matched.items():
+                if key == ref or key.startswith(ref + "/"):
+                    devices.extend(found)
+                    names.append(key)
+        if not names or len(names) < len(refs) or not devices:
+            continue  # some request was not dry-run (unknown class, no match already reported)
+        if not any(attribute in d.attributes for d in devices):
+            findings.report(
+                modes.no_match, constraint.path.child("matchAttribute"), attribute,
+                f"none of the {messages.plural(len(devices), 'device')} matching {', '.join(names)} has attribute "
+                f"{attribute}, so the constraint can never be met",
+            )
+
+
+def check_class(
+    device_class: api.DeviceClass, compiled: Sequence[cel.CompiledSelector], index: DeviceIndex, *,
+    modes: Modes, findings: Findings,
+) -> None:
+    """A DeviceClass's own selectors over every device: runtime errors and no match at all."""
+    if not compiled or not len(index):
+        return
+    result = Result.run(index, compiled, 0)
+    for k, group in sorted(result.errors.items()):
+        selector = device_class.selectors[k]
+        device = index.devices[group.example]
+        hint = messages.guard_hint(group.message, compiled[k])
+        findings.report(
+            modes.runtime_error, selector.path, selector.expression,
+            f"CEL runtime error on {messages.plural(group.count, 'device')}, e.g. {device.id}: {group.message}; "
+            f"kube-scheduler aborts scheduling of every pod using this class when it meets such a device; {hint}",
+        )
+    if result.matched == 0 and not result.errors:
+        worst = max(result.rejected, key=lambda k: (result.rejected[k], -k), default=0)
+        text = (f"no device matches this class: selectors[{worst}] rejects {result.rejected[worst]} of the "
+                f"{messages.plural(len(index), 'device')} in the cluster")
+        offers = messages.describe_offers(index.devices, compiled[worst])
+        if offers:
+            text += f"; they offer {offers}"
+        for note in messages.quantity_traps(index.devices, compiled[worst]):
+            text += f"; {note}"
+        findings.report(modes.no_match, Path.root("spec", "selectors"), device_class.name, text)
