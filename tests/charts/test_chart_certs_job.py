@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NAMESPACE, render_values
+from chart_helpers import NAMESPACE, render_values
 from cryptography import x509
 
 from e2e.apiserver import RunningDouble, Settings, Store, serve

@@ -11,8 +11,8 @@ import helm_python as helm
 import pytest
 import yaml
 from celpy import celtypes
+from chart_helpers import REPO, VALUE_SETS, Rendered, cel_eval, render_values
 from config_schema import SCHEMA_FILE, config_schema
-from conftest import REPO, VALUE_SETS, Rendered, cel_eval, render_values
 
 from dra import config as gpuclaim_config
 

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from conftest import VALUE_SETS, Rendered
+from chart_helpers import VALUE_SETS, Rendered
 
 SETS = sorted(VALUE_SETS)
 
@@ -148,7 +148,7 @@ def test_certs_job_runs_gpuclaim_certs_for_the_webhook_service_and_release_confi
 
 
 def test_a_config_change_rolls_the_server_pods() -> None:
-    from conftest import render_values
+    from chart_helpers import render_values
 
     def checksum(values: dict[str, Any]) -> str:
         dep = render_values(values).one("Deployment", "-webhook")

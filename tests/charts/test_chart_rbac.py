@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import NAMESPACE, Rendered, cel_eval
+from chart_helpers import NAMESPACE, Rendered, cel_eval
 
 # (namespace or "*" for cluster-wide, apiGroup, resource, verb, resourceName or "*")
 Grant = tuple[str, str, str, str, str]

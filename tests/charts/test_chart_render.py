@@ -10,7 +10,7 @@ from typing import Any
 import helm_python as helm
 import kubernetes_validate
 import pytest
-from conftest import CHART, NAMESPACE, VALUE_SETS, Rendered
+from chart_helpers import CHART, NAMESPACE, VALUE_SETS, Rendered
 
 K8S_VERSION = "1.34.0"
 #: Custom resources have no schema in kubernetes-validate; their structure is checked below instead.

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-from conftest import NAMESPACE, Rendered, render_values
+from chart_helpers import NAMESPACE, Rendered, render_values
 
 # kubernetes/kube-scheduler config/v1/types.go `type Extender struct` (json keys).
 EXTENDER_FIELDS = {

@@ -6,7 +6,7 @@ from typing import Any
 
 import helm_python as helm
 import pytest
-from conftest import NAMESPACE, RELEASE, VALUE_SETS
+from chart_helpers import NAMESPACE, RELEASE, VALUE_SETS
 
 BAD: dict[str, tuple[dict[str, Any], str]] = {
     "unknown-failure-policy": (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from celpy import celtypes
-from conftest import NAMESPACE, USER_CA_B64, Rendered, cel_eval, cel_program, render_values
+from chart_helpers import NAMESPACE, USER_CA_B64, Rendered, cel_eval, cel_program, render_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -97,7 +97,7 @@ def reference(obj: dict[str, Any]) -> bool:
 @settings(max_examples=150, deadline=None)
 @given(main=containers.filter(bool), init=st.one_of(st.none(), containers))
 def test_match_condition_agrees_with_a_python_reference_on_random_pods(main: Any, init: Any) -> None:
-    from conftest import _render
+    from chart_helpers import _render
 
     obj = pod(main, init=init)
     assert admits(gpu_condition(_render("default")), obj) is reference(obj)

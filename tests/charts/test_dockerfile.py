@@ -11,7 +11,7 @@ import tomllib
 
 import pytest
 import yaml
-from conftest import CHART, REPO
+from chart_helpers import CHART, REPO
 
 DOCKERFILE = REPO / "Dockerfile"
 

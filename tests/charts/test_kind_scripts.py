@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from celpy import celtypes
-from conftest import REPO, cel_eval, render_values
+from chart_helpers import REPO, cel_eval, render_values
 
 KIND = REPO / "e2e" / "kind"
 SCRIPTS = sorted(KIND.glob("*.sh"))
@@ -51,7 +51,7 @@ def test_kind_cluster_runs_kubernetes_1_34_with_dra() -> None:
 
 
 def test_the_release_the_script_installs_renders_valid_objects_with_the_names_it_waits_for() -> None:
-    from conftest import _chart
+    from chart_helpers import _chart
 
     values = kind_values()
     _chart().validate_schema(values)
