@@ -13,7 +13,7 @@ import jsonpatch
 import orjson
 from aiohttp import web
 
-from e2e.apiserver import errors, selectors
+from e2e.apiserver import errors, selectors, webhooks
 from e2e.apiserver.faults import Fault, Faults
 from e2e.apiserver.resources import ResourceType, lookup
 from e2e.apiserver.store import Obj, ObjFilter, Store
@@ -104,9 +104,23 @@ class _Handlers:
         self.snapshots: collections.OrderedDict[str, tuple[list[Obj], int]] = collections.OrderedDict()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        # the admission chain learns the subresource from, and returns webhook warnings through, this context
+        context = webhooks.RequestContext()
+        token = webhooks.CURRENT.set(context)
+        try:
+            response = await self._handle(request, context)
+        finally:
+            webhooks.CURRENT.reset(token)
+        if context.warnings and not response.prepared:
+            for text in context.warnings:
+                response.headers.add("Warning", webhooks.warning_header(text))
+        return response
+
+    async def _handle(self, request: web.Request, context: webhooks.RequestContext) -> web.StreamResponse:
         group = request.match_info.get("group", "")
         try:
             target = _parse_target(group, request.match_info["tail"].strip("/").split("/"))
+            context.subresource = target.subresource
             verb = _verb(request, target)
             drop_after = None
             for fault in self.app[FAULTS].take(verb, target.rt.plural):

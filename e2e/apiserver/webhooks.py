@@ -1,0 +1,470 @@
+"""The admission webhook chain of the API double, as kube-apiserver 1.34 runs it.
+
+    chain = WebhookAdmission(store, services={"gpuclaim/gpuclaim-webhook:443": "127.0.0.1:8443"})
+    store.admission = chain
+
+The chain reads the Mutating/ValidatingWebhookConfigurations stored in the double on every request
+(kube-apiserver reads them from an informer: a new configuration applies at once). For each webhook:
+rules, scope, namespaceSelector, objectSelector, matchConditions (CEL, cel-python), then an
+AdmissionReview v1 POSTed over HTTPS verified against `clientConfig.caBundle`, with `?timeout=Ns`,
+`failurePolicy`, `sideEffects` on dryRun. Mutating webhooks run one at a time, configurations sorted by
+name, patches applied with `jsonpatch`, `reinvocationPolicy: IfNeeded` honoured; validating webhooks
+run concurrently and the first failure in configuration order is returned (kube-apiserver returns the
+first to arrive). Denials and failures are the Status kube-apiserver would send; warnings go back to the
+client as `Warning: 299 - "..."` headers (see `RequestContext`); audit annotations are kept in `audit`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import collections
+import contextvars
+import copy
+import re
+import ssl
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import celpy
+import jsonpatch
+import orjson
+
+from certs.context import client_context
+from e2e.apiserver import errors
+from e2e.apiserver.admission import AdmissionAttributes
+from e2e.apiserver.resources import BY_KEY, ResourceType
+from e2e.apiserver.store import Store
+
+Obj = dict[str, Any]
+DEFAULT_USER: Obj = {"username": "kubernetes-admin", "groups": ["kubeadm:cluster-admins", "system:authenticated"]}
+_MUTATING = "admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+_VALIDATING = "admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+_EXEMPT = frozenset({"mutatingwebhookconfigurations", "validatingwebhookconfigurations"})
+_OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+_GENERATED_SUFFIX = re.compile(r"^[bcdfghjklmnpqrstvwxz2456789]{5}$")  # the double's (and apiserver's) alphabet
+_CEL_CACHE_SIZE = 256
+
+
+@dataclass
+class RequestContext:
+    """What one HTTP request to the double carries through admission: its subresource, its user, and the
+    warnings the webhooks returned (the app turns those into `Warning` headers)."""
+
+    subresource: str | None = None
+    user: Obj = field(default_factory=lambda: copy.deepcopy(DEFAULT_USER))
+    warnings: list[str] = field(default_factory=list)
+
+
+CURRENT: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar("gpuclaim_double_request",
+                                                                               default=None)
+
+
+def warning_header(text: str) -> str:
+    """RFC 7234 warn-value as kube-apiserver writes it: code 299, agent "-", quoted and escaped text."""
+    cleaned = "".join(c if c.isprintable() else " " for c in text)
+    return '299 - "' + cleaned.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    uid: str
+    operation: str
+    resource: str
+    namespace: str
+    name: str
+    annotations: Mapping[str, str]
+
+
+class _CallError(Exception):
+    """kube-apiserver's ErrCallingWebhook: the webhook could not be used; failurePolicy decides."""
+
+    def __init__(self, hook: str, reason: str) -> None:
+        super().__init__(f'failed calling webhook "{hook}": {reason}')
+
+
+@dataclass(frozen=True, slots=True)
+class _Hook:
+    config: str
+    spec: Obj
+    mutating: bool
+
+    @property
+    def name(self) -> str:
+        return str(self.spec.get("name", ""))
+
+    @property
+    def fail_closed(self) -> bool:
+        return self.spec.get("failurePolicy", "Fail") != "Ignore"
+
+
+def _internal(exc: Exception) -> errors.ApiError:
+    message = str(exc)
+    return errors.ApiError(500, f"Internal error occurred: {message}",
+                           details={"causes": [{"message": message}]})
+
+
+def _rule_matches(rule: Obj, op: str, rt: ResourceType, sub: str | None, namespace: str) -> bool:
+    def has(values: Any, value: str) -> bool:
+        return isinstance(values, list) and ("*" in values or value in values)
+
+    if not (has(rule.get("operations"), op) and has(rule.get("apiGroups"), rt.group)
+            and has(rule.get("apiVersions"), rt.version)):
+        return False
+    scope = rule.get("scope", "*")
+    if (scope == "Cluster" and namespace) or (scope == "Namespaced" and not namespace):
+        return False
+    for entry in rule.get("resources") or ():
+        res, _, want_sub = str(entry).partition("/")
+        if entry == "*/*" or (entry == "*" and not sub):
+            return True
+        if (res in ("*", rt.plural)) and (want_sub == (sub or "") or (want_sub == "*" and sub)):
+            return True
+    return False
+
+
+def _selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector; an empty or missing one selects everything."""
+    if not selector:
+        return True
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for req in selector.get("matchExpressions") or ():
+        key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
+        present = key in labels
+        if ((op == "In" and (not present or labels[key] not in values))
+                or (op == "NotIn" and present and labels[key] in values)
+                or (op == "Exists" and not present) or (op == "DoesNotExist" and present)):
+            return False
+    return True
+
+
+def _labels(obj: Obj | None) -> Mapping[str, str]:
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+
+
+class WebhookAdmission:
+    """The double's Admission implementation (see module docstring). `services` maps
+    "namespace/name:port" of a `clientConfig.service` to the loopback "host:port" serving it."""
+
+    def __init__(self, store: Store | None = None, *, services: Mapping[str, str] | None = None,
+                 audit_size: int = 1000) -> None:
+        self.store = store
+        self.services = dict(services or {})
+        self.audit: collections.deque[AuditRecord] = collections.deque(maxlen=audit_size)
+        self.calls: collections.Counter[str] = collections.Counter()  # webhook name -> HTTP calls made
+        self._programs: dict[str, Any] = {}
+        self._cel = celpy.Environment()
+        self._contexts: dict[bytes, ssl.SSLContext] = {}
+
+    # ---- the Admission Protocol ----------------------------------------------------------------------------
+    async def mutate(self, attrs: AdmissionAttributes) -> Obj:
+        hooks = self._hooks(_MUTATING, attrs, mutating=True)
+        if not hooks:
+            return attrs.obj
+        obj, hidden = _hide_server_fields(attrs)
+        annotations: dict[str, str] = {}
+        request = self._request(attrs, obj)
+        reinvoke: set[int] = set()
+        called: list[int] = []
+        for round_no in (0, 1):
+            for index, hook in enumerate(hooks):
+                if round_no == 1 and index not in reinvoke:
+                    continue
+                before = obj
+                obj = await self._call_mutating(hook, request, obj, annotations, round_no, index)
+                called.append(index)
+                if round_no == 0 and obj != before:
+                    reinvoke |= {i for i in called if i != index and hooks[i].spec.get("reinvocationPolicy")
+                                 == "IfNeeded"}
+            if not reinvoke:
+                break
+        self._record(request, annotations)
+        return _restore_server_fields(obj, hidden)
+
+    async def validate(self, attrs: AdmissionAttributes) -> None:
+        hooks = self._hooks(_VALIDATING, attrs, mutating=False)
+        if not hooks:
+            return
+        request = self._request(attrs, None if attrs.operation == "DELETE" else attrs.obj)
+        annotations: dict[str, str] = {}
+        outcomes = await asyncio.gather(*(self._call_validating(h, request, annotations) for h in hooks),
+                                        return_exceptions=True)
+        self._record(request, annotations)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    # ---- selection -----------------------------------------------------------------------------------------
+    def _hooks(self, key: str, attrs: AdmissionAttributes, *, mutating: bool) -> list[_Hook]:
+        if self.store is None or attrs.resource.plural in _EXEMPT:
+            return []
+        context = CURRENT.get()
+        sub = context.subresource if context is not None else None
+        configs, _ = self.store.list(BY_KEY[key], None, lambda _o: True)
+        out = []
+        for config in sorted(configs, key=lambda c: c["metadata"]["name"]):
+            for spec in config.get("webhooks") or ():
+                if any(_rule_matches(rule, attrs.operation, attrs.resource, sub, attrs.namespace)
+                       for rule in spec.get("rules") or ()) and self._selected(spec, attrs):
+                    out.append(_Hook(config["metadata"]["name"], spec, mutating))
+        return out
+
+    def _selected(self, spec: Obj, attrs: AdmissionAttributes) -> bool:
+        if attrs.resource.plural == "namespaces":
+            ns_labels = {**_labels(attrs.obj), "kubernetes.io/metadata.name": attrs.name}
+        elif attrs.namespace and self.store is not None:
+            try:
+                ns_labels = _labels(self.store.get(BY_KEY["/v1/namespaces"], "", attrs.namespace))
+            except errors.ApiError:
+                ns_labels = {}
+            # kube-apiserver sets this label on every namespace (1.22+); the charts select on it
+            ns_labels = {**ns_labels, "kubernetes.io/metadata.name": attrs.namespace}
+        else:
+            ns_labels = None  # other cluster-scoped objects: the namespaceSelector never skips the webhook
+        if ns_labels is not None and not _selector_matches(spec.get("namespaceSelector"), ns_labels):
+            return False
+        selector = spec.get("objectSelector")
+        if not selector:
+            return True
+        new = None if attrs.operation == "DELETE" else attrs.obj
+        return ((new is not None and _selector_matches(selector, _labels(new)))
+                or (attrs.old is not None and _selector_matches(selector, _labels(attrs.old))))
+
+    def _conditions_hold(self, hook: _Hook, request: Obj) -> bool:
+        """False: skip the webhook. Any false condition wins over errors; errors follow failurePolicy."""
+        failures = []
+        activation = {"object": celpy.json_to_cel(request.get("object")),
+                      "oldObject": celpy.json_to_cel(request.get("oldObject")),
+                      "request": celpy.json_to_cel({k: v for k, v in request.items()
+                                                    if k not in ("object", "oldObject")})}
+        for condition in hook.spec.get("matchConditions") or ():
+            name, expression = condition.get("name", ""), str(condition.get("expression", ""))
+            try:
+                value = self._program(expression).evaluate(activation)
+            except Exception as exc:  # cel-python raises CELEvalError, CELParseError, TypeError...
+                failures.append(f"{name}: {exc.args[0] if exc.args else exc}")
+                continue
+            if not isinstance(value, celpy.celtypes.BoolType):
+                failures.append(f"{name}: expression must evaluate to bool, got {type(value).__name__}")
+            elif not value:
+                return False
+        if failures and hook.fail_closed:
+            raise _internal(_CallError(hook.name, "failed to evaluate matchConditions: " + "; ".join(failures)))
+        return not failures
+
+    def _program(self, expression: str) -> Any:
+        program = self._programs.get(expression)
+        if program is None:
+            if len(self._programs) >= _CEL_CACHE_SIZE:
+                self._programs.pop(next(iter(self._programs)))
+            program = self._programs[expression] = self._cel.program(self._cel.compile(expression))
+        return program
+
+    # ---- the AdmissionReview -------------------------------------------------------------------------------
+    def _request(self, attrs: AdmissionAttributes, obj: Obj | None) -> Obj:
+        rt = attrs.resource
+        context = CURRENT.get()
+        sub = (context.subresource if context is not None else None) or ""
+        gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        gvr = {"group": rt.group, "version": rt.version, "resource": rt.plural}
+        options: Obj = {"kind": _OPTIONS_KIND[attrs.operation], "apiVersion": "meta.k8s.io/v1"}
+        if attrs.dry_run:
+            options["dryRun"] = ["All"]
+        request: Obj = {"uid": str(uuid.uuid4()), "kind": gvk, "resource": gvr, "requestKind": gvk,
+                        "requestResource": gvr, "name": (obj or attrs.old or {}).get("metadata", {}).get("name", ""),
+                        "namespace": attrs.namespace, "operation": attrs.operation,
+                        "userInfo": context.user if context is not None else copy.deepcopy(DEFAULT_USER),
+                        "object": obj, "oldObject": attrs.old, "dryRun": attrs.dry_run, "options": options}
+        if sub:
+            request.update(subResource=sub, requestSubResource=sub)
+        if not request["namespace"]:
+            del request["namespace"]
+        return request
+
+    async def _call_mutating(self, hook: _Hook, request: Obj, obj: Obj, annotations: dict[str, str],
+                             round_no: int, index: int) -> Obj:
+        request = {**request, "object": obj, "uid": str(uuid.uuid4())}
+        response = await self._call(hook, request)
+        if response is None:
+            return obj
+        patched = obj
+        if response.get("patch"):
+            try:
+                ops = orjson.loads(base64.b64decode(response["patch"], validate=True))
+                patched = jsonpatch.JsonPatch(ops).apply(copy.deepcopy(obj))
+            except (binascii.Error, ValueError, TypeError, jsonpatch.JsonPatchException,
+                    jsonpatch.JsonPointerException) as exc:
+                raise _internal(exc) from None
+            if not isinstance(patched, dict):
+                raise _internal(ValueError("the patched object is not a JSON object"))
+        annotations[f"mutation.webhook.admission.k8s.io/round_{round_no}_index_{index}"] = orjson.dumps(
+            {"configuration": hook.config, "webhook": hook.name, "mutated": patched != obj}).decode()
+        self._annotate(hook, response, annotations)
+        return patched
+
+    async def _call_validating(self, hook: _Hook, request: Obj, annotations: dict[str, str]) -> None:
+        response = await self._call(hook, {**request, "uid": str(uuid.uuid4())})
+        if response is not None:
+            self._annotate(hook, response, annotations)
+
+    async def _call(self, hook: _Hook, request: Obj) -> Obj | None:
+        """The verified response of an allowing webhook; None when the webhook was skipped or ignored."""
+        if not self._conditions_hold(hook, request):
+            return None
+        if request["dryRun"] and hook.spec.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            raise errors.ApiError(400, f'admission webhook "{hook.name}" does not support dry run')
+        try:
+            response = await self._post(hook, request)
+        except _CallError as exc:
+            if hook.fail_closed:
+                raise _internal(exc) from None
+            return None
+        context = CURRENT.get()
+        if context is not None:
+            context.warnings.extend(str(w) for w in response.get("warnings") or ())
+        if not response.get("allowed"):
+            raise _denial(hook.name, response.get("status"))
+        return response
+
+    async def _post(self, hook: _Hook, request: Obj) -> Obj:
+        url, connect, server_name, ca_bundle = self._endpoint(hook)
+        timeout = int(hook.spec.get("timeoutSeconds", 10))
+        sep = "&" if "?" in url else "?"
+        shown = f"{url}{sep}timeout={timeout}s"
+        body = orjson.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request})
+        self.calls[hook.name] += 1
+        try:
+            async with (asyncio.timeout(timeout), aiohttp.ClientSession() as session,
+                        session.post(f"{connect}{sep}timeout={timeout}s", data=body,
+                                     ssl=self._ssl(ca_bundle) if connect.startswith("https") else False,
+                                     server_hostname=server_name,
+                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+                        as reply):
+                raw = await reply.read()
+                status = reply.status
+        except TimeoutError:
+            raise _CallError(hook.name, f'failed to call webhook: Post "{shown}": context deadline exceeded') from None
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            raise _CallError(hook.name, f'failed to call webhook: Post "{shown}": {exc}') from None
+        if status != 200:
+            raise _CallError(hook.name, f"failed to call webhook: an error on the server "
+                                        f"({raw[:200].decode(errors='replace')!r}) has prevented the request from "
+                                        f"succeeding (status {status})")
+        return _verified(hook, request["uid"], raw)
+
+    def _endpoint(self, hook: _Hook) -> tuple[str, str, str | None, bytes | None]:
+        """(URL as shown in messages, URL connected to, TLS server name, CA bundle PEM)."""
+        client = hook.spec.get("clientConfig") or {}
+        try:
+            ca = base64.b64decode(client["caBundle"], validate=True) if client.get("caBundle") else None
+        except (binascii.Error, ValueError):
+            raise _CallError(hook.name, "clientConfig.caBundle: not valid base64") from None
+        if client.get("url"):
+            return client["url"], client["url"], None, ca
+        service = client.get("service") or {}
+        port = int(service.get("port", 443))
+        host = f"{service.get('name')}.{service.get('namespace')}.svc"
+        path = service.get("path") or ""
+        key = f"{service.get('namespace')}/{service.get('name')}:{port}"
+        target = self.services.get(key)
+        if target is None:
+            raise _CallError(hook.name, f'failed to call webhook: service "{key}" has no endpoint '
+                                        "(add it to the double's webhook service table)")
+        return f"https://{host}:{port}{path}", f"https://{target}{path}", host, ca
+
+    def _ssl(self, ca: bytes | None) -> ssl.SSLContext:
+        """Trust exactly the caBundle (kube-apiserver falls back to the system roots when it is empty)."""
+        key = ca or b""
+        context = self._contexts.get(key)
+        if context is None:
+            context = self._contexts[key] = client_context(ca_pem=ca) if ca else ssl.create_default_context()
+        return context
+
+    # ---- audit ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def _annotate(hook: _Hook, response: Obj, annotations: dict[str, str]) -> None:
+        for key, value in (response.get("auditAnnotations") or {}).items():
+            annotations[f"{hook.name}/{key}"] = str(value)
+
+    def _record(self, request: Obj, annotations: dict[str, str]) -> None:
+        if annotations:
+            self.audit.append(AuditRecord(request["uid"], request["operation"], request["resource"]["resource"],
+                                          request.get("namespace", ""), request["name"], dict(annotations)))
+
+
+def _verified(hook: _Hook, uid: str, raw: bytes) -> Obj:
+    """kube-apiserver's VerifyAdmissionResponse, with its messages."""
+    def invalid(reason: str) -> _CallError:
+        return _CallError(hook.name, f"received invalid webhook response: {reason}")
+
+    try:
+        review = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise invalid(f"the response is not JSON: {exc}") from None
+    if not isinstance(review, dict) or not isinstance(review.get("response"), dict):
+        raise invalid("webhook response was absent")
+    if (review.get("apiVersion"), review.get("kind")) != ("admission.k8s.io/v1", "AdmissionReview"):
+        raise invalid("expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got "
+                      f"{review.get('apiVersion')}, Kind={review.get('kind')}")
+    response: Obj = review["response"]
+    if response.get("uid") != uid:
+        raise invalid(f'expected response.uid="{uid}", got "{response.get("uid", "")}"')
+    patch, patch_type = response.get("patch"), response.get("patchType")
+    if hook.mutating and patch and not patch_type:
+        raise invalid("webhook returned response.patch but not response.patchType")
+    if hook.mutating and patch_type and not patch:
+        raise invalid("webhook returned response.patchType but not response.patch")
+    if not hook.mutating and patch:
+        raise invalid("validating webhook may not return response.patch")
+    if not hook.mutating and patch_type:
+        raise invalid("validating webhook may not return response.patchType")
+    if patch_type and patch_type != "JSONPatch":
+        raise invalid(f'unsupported patch type "{patch_type}"')
+    return response
+
+
+def _denial(hook: str, status: Any) -> errors.ApiError:
+    """webhookerrors.ToStatusErr: code below 400 becomes 400; the message names the webhook."""
+    status = status if isinstance(status, dict) else {}
+    denied = f'admission webhook "{hook}" denied the request'
+    code = int(status.get("code") or 0)
+    reason = str(status.get("reason") or "")
+    if status.get("message"):
+        message = f"{denied}: {status['message']}"
+    elif reason:
+        message = f"{denied}: {reason}"
+    else:
+        message = f"{denied} without explanation"
+    exc = errors.ApiError(max(code, 400), message, details=status.get("details"))
+    exc.reason = reason  # kube-apiserver passes the webhook's reason through, empty included
+    return exc
+
+
+def _hide_server_fields(attrs: AdmissionAttributes) -> tuple[Obj, Obj]:
+    """On CREATE, mutating webhooks run before the apiserver generates the name and sets uid and
+    creationTimestamp (BeforeCreate): send the object as it was before those, put them back afterwards."""
+    obj = attrs.obj
+    if attrs.operation != "CREATE":
+        return obj, {}
+    meta = obj.get("metadata") or {}
+    hidden = {k: meta[k] for k in ("uid", "creationTimestamp", "generation") if k in meta}
+    prefix = meta.get("generateName")
+    name = meta.get("name", "")
+    if prefix and name.startswith(prefix) and _GENERATED_SUFFIX.match(name[len(prefix):]):
+        hidden["name"] = name
+    if not hidden:
+        return obj, {}
+    obj = {**obj, "metadata": {k: v for k, v in meta.items() if k not in hidden}}
+    return obj, hidden
+
+
+def _restore_server_fields(obj: Obj, hidden: Obj) -> Obj:
+    if hidden:
+        obj = {**obj, "metadata": {**(obj.get("metadata") or {}), **hidden}}
+    return obj
