@@ -91,8 +91,9 @@ async def run(config: Config, *, listen: str, metrics_listen: str, kubeconfig: s
     app.cleanup_ctx.append(cache_ctx)
     if reloader is not None:
         app.cleanup_ctx.append(reloader.cleanup_ctx)
-    runner = web.AppRunner(app, handle_signals=False)
-    metrics_runner = web.AppRunner(create_metrics_app(registry), handle_signals=False)
+    # no access log: a line per scheduler call costs more than answering a pod without claims
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    metrics_runner = web.AppRunner(create_metrics_app(registry), handle_signals=False, access_log=None)
     await runner.setup()
     await metrics_runner.setup()
     stop = asyncio.Event()

@@ -1,0 +1,162 @@
+"""`python -m e2e.bench extender [--quick]`: /prioritize latency of the extender as kube-scheduler calls it.
+
+Fleet: 5,000 nodes x 8 H100-like GPUs (PCIe roots in pairs) with 20,000 allocated claims (the generator of the
+cache benchmark), plus gpuclaim-managed ResourceClaimTemplates for three pod shapes (1 GPU; 2 and 4 GPUs as the
+webhook writes them: firstAvailable, tight pcieRoot subrequest first). The API double serves it over TLS as
+its own process; ``gpuclaim extender --kubeconfig`` runs as another process, exactly as deployed (plain HTTP
+on loopback), and is driven over HTTP with ExtenderArgs in the nodeCacheCapable form.
+
+Figures: ``p99_ms_500_nodes`` (500 random candidate names per call, what kube-scheduler sends at 5,000 nodes),
+``p99_ms_all_nodes`` (all 5,000), ``p99_ms_no_claims`` (a pod without claims, 500 names), each measured after
+one warm-up call per shape over all nodes (the steady state: pods of one shape share cached per-node verdicts;
+an event re-predicts only the nodes it touches); ``cold_ms_all_nodes`` is that first call per shape, which
+builds every node's state. ``rss_mb`` is the extender process's RSS at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from e2e.bench import cache as cache_bench
+
+SHAPES: dict[str, dict[str, Any]] = {
+    "one": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}]},
+}
+for _n in (2, 4):
+    SHAPES[f"tight{_n}"] = {
+        "requests": [{"name": "gpu", "firstAvailable": [
+            {"name": "tight", "deviceClassName": "gpu.nvidia.com", "count": _n},
+            {"name": "any", "deviceClassName": "gpu.nvidia.com", "count": _n}]}],
+        "constraints": [{"requests": ["gpu/tight"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}],
+    }  # fmt: skip
+
+
+def _templates() -> list[dict[str, Any]]:
+    return [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+             "metadata": {"name": f"gpuclaim-{name}", "namespace": "team-00",
+                          "labels": {"app.kubernetes.io/managed-by": "gpuclaim"}},
+             "spec": {"spec": {"devices": devices}}} for name, devices in SHAPES.items()]
+
+
+def _pod(i: int, shape: str | None) -> dict[str, Any]:
+    pod: dict[str, Any] = {"metadata": {"name": f"bench-{i}", "namespace": "team-00", "uid": f"bench-uid-{i}"},
+                           "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    if shape is not None:
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": f"gpuclaim-{shape}"}]
+        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    return pod
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _p99(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+async def _drive(base: str, nodes: list[str], *, calls: int, all_calls: int) -> dict[str, Any]:
+    rng = random.Random(7)
+    shapes = list(SHAPES)
+    async with aiohttp.ClientSession() as session:
+        deadline = time.monotonic() + 900
+        while True:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with session.get(f"{base}/readyz") as resp:
+                    if resp.status == 200:
+                        break
+            if time.monotonic() > deadline:
+                raise RuntimeError("extender not ready after 900 s")
+            await asyncio.sleep(0.5)
+
+        async def call(pod: dict[str, Any], names: list[str]) -> float:
+            body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+            start = time.perf_counter()
+            async with session.post(f"{base}/prioritize", data=body,
+                                    headers={"Content-Type": "application/json"}) as resp:
+                payload = await resp.read()
+            elapsed = (time.perf_counter() - start) * 1000
+            if resp.status != 200 or len(orjson.loads(payload)) != len(names):
+                raise RuntimeError(f"bad answer {resp.status}: {payload[:200]!r}")
+            return elapsed
+
+        cold = {}
+        for k, shape in enumerate(shapes):
+            cold[shape] = round(await call(_pod(k, shape), nodes), 1)
+            print(f"cold call, shape {shape}, {len(nodes)} nodes: {cold[shape]} ms", file=sys.stderr)
+        no_claims = [await call(_pod(i, None), rng.sample(nodes, min(500, len(nodes)))) for i in range(calls)]
+        some = [await call(_pod(i, shapes[i % len(shapes)]), rng.sample(nodes, min(500, len(nodes))))
+                for i in range(calls)]
+        every = [await call(_pod(i, shapes[i % len(shapes)]), nodes) for i in range(all_calls)]
+    return {
+        "p99_ms_500_nodes": round(_p99(some), 2), "median_ms_500_nodes": round(statistics.median(some), 2),
+        "p99_ms_all_nodes": round(_p99(every), 2), "median_ms_all_nodes": round(statistics.median(every), 2),
+        "p99_ms_no_claims": round(_p99(no_claims), 3), "median_ms_no_claims": round(statistics.median(no_claims), 3),
+        "cold_ms_all_nodes": cold, "calls": {"500_nodes": calls, "all_nodes": all_calls, "no_claims": calls},
+    }  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    nodes, claims = (500, 2000) if args.quick else (5000, 20000)
+    with tempfile.TemporaryDirectory(prefix="gpuclaim-bench-extender-") as tmp:
+        data, work = Path(tmp) / "data", Path(tmp) / "work"
+        data.mkdir()
+        print(f"generating {nodes} nodes / {nodes * 8} GPUs / {claims} allocated claims", file=sys.stderr)
+        cache_bench.generate(data, nodes=nodes, claims=claims)
+        (data / "05-templates.json").write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List",
+                                                               "items": _templates()}))
+        names = [f"gpu-node-{i:05d}.cluster.internal" for i in range(nodes)]
+        processes: list[subprocess.Popen[str]] = []
+        try:
+            server = subprocess.Popen([sys.executable, "-m", "e2e.apiserver", "--listen", "127.0.0.1:0", "--load",
+                                       str(data), "--workdir", str(work), "--no-validate"],
+                                      stdout=subprocess.PIPE, text=True)  # fmt: skip
+            processes.append(server)
+            assert server.stdout is not None
+            kubeconfig = server.stdout.readline().strip()
+            if not kubeconfig:
+                raise RuntimeError(f"the API double exited with {server.wait()} before serving")
+            port = _free_port()
+            env = {**os.environ, "KUBERNETES_SERVICE_HOST": ""}
+            extender = subprocess.Popen([sys.executable, "-m", "gpuclaim", "extender", "--kubeconfig", kubeconfig,
+                                         "--listen", f"127.0.0.1:{port}", "--metrics-listen",
+                                         f"127.0.0.1:{_free_port()}"], env=env, text=True)  # fmt: skip
+            processes.append(extender)
+            started = time.perf_counter()
+            figures = asyncio.run(_drive(f"http://127.0.0.1:{port}", names, calls=100 if args.quick else 200,
+                                         all_calls=20 if args.quick else 50))  # fmt: skip
+            figures["rss_mb"] = round(_rss_mb(extender.pid), 1)
+            figures["run_s"] = round(time.perf_counter() - started, 1)
+        finally:
+            for process in reversed(processes):
+                process.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=30)
+    figures.update({"nodes": nodes, "gpus": nodes * 8, "allocated_claims": claims,
+                    "targets": {"p99_ms_500_nodes": 20, "p99_ms_all_nodes": 150, "p99_ms_no_claims": 1}})
+    return figures
