@@ -57,9 +57,16 @@ class Result:
     matched: int = 0
     rejected: Counter[int] = field(default_factory=Counter)  # selector index -> devices it said false on
     errors: dict[int, _ErrorGroup] = field(default_factory=dict)  # selector index -> runtime errors
+    _best: tuple[int, str] | None = None
 
     @classmethod
     def run(cls, index: DeviceIndex, chain: Sequence[cel.CompiledSelector], n_class: int) -> Result:
+        """The summary for this chain, computed once per index (compiled selectors are cached objects)."""
+        result: Result = index.remember((n_class, *chain), lambda: cls._run(index, chain, n_class))
+        return result
+
+    @classmethod
+    def _run(cls, index: DeviceIndex, chain: Sequence[cel.CompiledSelector], n_class: int) -> Result:
         outcomes = cel.match_devices(chain, index.devices)
         result = cls(index, chain, outcomes, n_class)
         ids = list(map(id, outcomes))
@@ -90,6 +97,11 @@ class Result:
 
     def best_node(self) -> tuple[int, str]:
         """The most matching devices usable on one node, and where."""
+        if self._best is None:
+            self._best = self._best_node()
+        return self._best
+
+    def _best_node(self) -> tuple[int, str]:
         per_scope = Counter(compress(self.index.scopes, map(_matched, self.outcomes)))
         names = self.index.scope_names
         everywhere = sum(n for s, n in per_scope.items() if names[s] == "all nodes")

@@ -12,9 +12,10 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
 
 from dra import api
 
@@ -51,6 +52,20 @@ class DeviceIndex:
     scopes: list[int]
     scope_names: tuple[str, ...]
     single_node: tuple[bool, ...]
+    # Dry-run results by selector chain: valid exactly as long as this index (devices are immutable, and a
+    # change of the inventory builds a new index). Owned here so that it dies with the index.
+    memo: OrderedDict[Any, Any] = field(default_factory=OrderedDict, compare=False, repr=False)
+    MEMO_SIZE = 32
+
+    def remember(self, key: Any, compute: Any) -> Any:
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = compute()
+            if len(self.memo) > self.MEMO_SIZE:
+                self.memo.popitem(last=False)
+        else:
+            self.memo.move_to_end(key)
+        return found
 
     @classmethod
     def build(cls, slices: Iterable[api.ResourceSlice]) -> DeviceIndex:

@@ -1,0 +1,104 @@
+"""The live inventory over the cluster cache (API double over TLS): parses each slice once per change,
+rebuilds the device index only after a change, answers UNKNOWN before the first sync and for templates
+the cache does not watch."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import validate_objects as o
+from prometheus_client import CollectorRegistry
+
+from dra import api
+from e2e.apiserver import RunningDouble
+from kube import ClusterCache, KubeClient
+from webhook.validate import UNKNOWN, validate_object
+from webhook.validate.live import LiveInventory
+
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+async def eventually(check: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def cache(client: KubeClient) -> AsyncIterator[ClusterCache]:
+    view = ClusterCache(client, registry=CollectorRegistry(), rng=random.Random(7), silence_timeout=5.0,
+                        backoff_initial=0.01, backoff_cap=0.2)
+    yield view
+    await view.stop()
+
+
+def _real(kind: str, path: Any, name: str | None = None) -> dict[str, Any]:
+    for obj in o.load(path):
+        if not isinstance(obj, dict) or obj.get("kind") != kind:
+            continue
+        if name == obj["metadata"]["name"] or (name is None and obj["spec"].get("driver") == "gpu.nvidia.com"):
+            clean = copy.deepcopy(obj)
+            meta = clean["metadata"]
+            clean["metadata"] = {k: meta[k] for k in ("name", "labels") if k in meta}
+            return clean
+    raise AssertionError(f"no {kind} {name} in {path}")
+
+
+async def test_live_inventory_dry_runs_against_the_cached_slices(
+    double: RunningDouble, cache: ClusterCache, client: KubeClient, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gpu_slice = _real("ResourceSlice", o.H100_SLICES)
+    double.store.restore(gpu_slice)
+    double.store.restore(_real("DeviceClass", o.CLASSES, "gpu.nvidia.com"))
+    double.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    parsed: list[str] = []
+    real_parse = api.parse_resource_slice
+
+    def counting(obj: object) -> Any:
+        parsed.append(obj["metadata"]["name"])  # type: ignore[index]
+        return real_parse(obj)
+
+    monkeypatch.setattr(api, "parse_resource_slice", counting)
+    inventory = LiveInventory(cache)
+    assert inventory.devices() is UNKNOWN and inventory.device_class("gpu.nvidia.com") is UNKNOWN
+    await cache.start()
+    await cache.wait_synced(5)
+    assert parsed == [gpu_slice["metadata"]["name"]]
+
+    unguarded = o.claim(o.request("gpu", "device.attributes['gpu.nvidia.com'].index == 0"))
+    for _ in range(3):
+        verdict = validate_object(unguarded, operation="CREATE", inventory=inventory, config=o.config())
+        assert o.paths(verdict.denials) == [("spec.devices.requests[0].exactly.selectors[0].cel.expression",
+                                             "FieldValueInvalid")]
+        assert "8 devices" in verdict.message
+    assert len(parsed) == 1, "a request must never parse a slice"
+    first_index = inventory.devices()
+
+    second = copy.deepcopy(gpu_slice)
+    second["metadata"]["name"] = "second"
+    second["spec"]["pool"]["name"] = "second-pool"
+    await client.create(SLICES, second)
+    await eventually(lambda: "second" in parsed)
+    assert inventory.devices() is not first_index
+    verdict = validate_object(unguarded, operation="CREATE", inventory=inventory, config=o.config())
+    assert "16 devices" in verdict.message
+    assert parsed.count("second") == 1 and len(parsed) == 2
+
+    await client.delete(f"{SLICES}/second")
+    await eventually(lambda: len(inventory.devices()) == 8)  # type: ignore[arg-type]
+
+
+async def test_templates_outside_gpuclaim_are_unknown_and_managed_ones_are_looked_up(cache: ClusterCache) -> None:
+    inventory = LiveInventory(cache)
+    await cache.start()
+    await cache.wait_synced(5)
+    assert inventory.template("default", "user-template") is UNKNOWN
+    assert inventory.template("default", "gpuclaim-0123abcd") is None
+    assert inventory.namespace_labels("nowhere") is None

@@ -1,0 +1,106 @@
+"""The :class:`~webhook.validate.inventory.Inventory` over the live cluster cache (``kube.ClusterCache``).
+
+Each ResourceSlice and DeviceClass is parsed once per change (keyed by name and resourceVersion, on the
+cache's events), never per request; the :class:`DeviceIndex` is rebuilt lazily on the first request after
+a slice changed, from the already parsed slices, so unchanged devices stay the same objects and the CEL
+engine's per-device cache keeps answering for them.
+
+The cache watches only gpuclaim-managed ResourceClaimTemplates (named ``gpuclaim-<hash>``): for any other
+name a template lookup answers UNKNOWN rather than "missing".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from dra import api
+from kube.cache import ClusterCache
+
+from .inventory import UNKNOWN, DeviceIndex, Unknown
+
+__all__ = ["MANAGED_TEMPLATE_PREFIX", "LiveInventory"]
+
+MANAGED_TEMPLATE_PREFIX = "gpuclaim-"
+log = logging.getLogger(__name__)
+_Parsed = dict[str, tuple[str, Any]]  # name -> (resourceVersion, parsed model or None)
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("name", "")), str(meta.get("resourceVersion", ""))
+
+
+class LiveInventory:
+    def __init__(self, cache: ClusterCache) -> None:
+        self._cache = cache
+        self._slices: _Parsed = {}
+        self._classes: _Parsed = {}
+        self._templates: dict[tuple[str, str], tuple[str, api.ResourceClaimTemplate | None]] = {}
+        self._index: DeviceIndex | None = None
+        for obj in cache.objects("ResourceSlice").values():
+            self._parse(self._slices, obj, api.parse_resource_slice)
+        for obj in cache.objects("DeviceClass").values():
+            self._parse(self._classes, obj, api.parse_device_class)
+        cache.subscribe(self._on_event)
+
+    @staticmethod
+    def _parse(into: _Parsed, obj: Mapping[str, Any], parse: Any) -> bool:
+        name, version = _key(obj)
+        known = into.get(name)
+        if known is not None and known[0] == version:
+            return False
+        model, errors = parse(obj)
+        if errors:
+            # The allocator skips what the apiserver would have refused; so does the dry-run.
+            log.warning("ignoring invalid %s %s: %s", obj.get("kind"), name, errors[0])
+            model = None
+        into[name] = (version, model)
+        return True
+
+    def _on_event(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
+        if kind == "ResourceSlice":
+            if event_type == "DELETED":
+                changed = self._slices.pop(_key(obj)[0], None) is not None
+            else:
+                changed = self._parse(self._slices, obj, api.parse_resource_slice)
+            if changed:
+                self._index = None
+        elif kind == "DeviceClass":
+            if event_type == "DELETED":
+                self._classes.pop(_key(obj)[0], None)
+            else:
+                self._parse(self._classes, obj, api.parse_device_class)
+
+    # ---- Inventory ------------------------------------------------------------------------------------
+    def devices(self) -> DeviceIndex | Unknown:
+        if not self._cache.synced:
+            return UNKNOWN
+        if self._index is None:
+            self._index = DeviceIndex.build(m for _, m in self._slices.values() if m is not None)
+        return self._index
+
+    def device_class(self, name: str) -> api.DeviceClass | Unknown | None:
+        if not self._cache.synced:
+            return UNKNOWN
+        found = self._classes.get(name)
+        if found is None:
+            return None
+        return UNKNOWN if found[1] is None else found[1]  # an invalid class: not ours to judge here
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | Unknown | None:
+        return self._cache.namespace_labels(name) if self._cache.synced else UNKNOWN
+
+    def template(self, namespace: str, name: str) -> api.ResourceClaimTemplate | Unknown | None:
+        if not name.startswith(MANAGED_TEMPLATE_PREFIX) or not self._cache.synced:
+            return UNKNOWN
+        obj = self._cache.template(namespace, name)
+        if obj is None:
+            return None
+        version = _key(obj)[1]
+        known = self._templates.get((namespace, name))
+        if known is None or known[0] != version:
+            model, errors = api.parse_resource_claim_template(obj)
+            known = self._templates[(namespace, name)] = (version, None if errors else model)
+        return UNKNOWN if known[1] is None else known[1]
