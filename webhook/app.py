@@ -65,7 +65,7 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
     """The admission app. `reloader` is the TLS certificate's (its poll task runs with the app; /readyz and the
     expiry metric read it); `kube_config` a `kube.ApiConfig` for the cluster view, or None to run without one."""
     # the body limit is the app's: aiohttp answers a larger body with 413 before we parse anything
-    app = web.Application(client_max_size=config.webhook.max_body_bytes)
+    app = web.Application(client_max_size=config.webhook.max_body_bytes, middlewares=[handlers.guard])
     registry = registry if registry is not None else CollectorRegistry()
     metrics = WebhookMetrics(registry, version=_version())
     if reloader is not None:
@@ -104,7 +104,7 @@ async def serve(app: web.Application, *, listen: str, metrics_listen: str | None
                 on_started: Callable[[list[str]], None] | None = None,
                 stop: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (or `stop`): then stop accepting, let in-flight requests finish within
-    `grace_period` seconds, cancel what is left, run the cleanup contexts, return."""
+    `grace_period` seconds, cancel what is left, close idle keep-alive connections, run the cleanup contexts."""
     reloader = app[keys.RELOADER]
     ssl_context = reloader.context if reloader is not None else None
     stop = stop or asyncio.Event()
@@ -112,7 +112,9 @@ async def serve(app: web.Application, *, listen: str, metrics_listen: str | None
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not on the main thread / platform
             loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=grace_period)
+    # aiohttp's own shutdown waits up to its timeout twice (for the handler, then after cancelling the request);
+    # the grace period is kept here instead, so the process exits within it
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=0.25)
     metrics_runner = None
     await runner.setup()
     try:
@@ -134,7 +136,16 @@ async def serve(app: web.Application, *, listen: str, metrics_listen: str | None
         await stop.wait()
         log.info("stopping: no new connections, in-flight requests get the grace period",
                  extra={"grace_period_s": grace_period})
-        app[keys.STATE].stopping = True
+        state = app[keys.STATE]
+        state.stopping = True
+        for running_site in list(runner.sites):
+            await running_site.stop()  # no new connections; open ones finish their request
+        pending = set(state.in_flight)
+        if pending:
+            _done, pending = await asyncio.wait(pending, timeout=grace_period)
+        for task in pending:
+            log.warning("cancelling a request still running at the end of the grace period")
+            task.cancel()
     finally:
         # AppRunner.cleanup: stop the sites, close idle keep-alive connections, wait up to shutdown_timeout
         # for running handlers, cancel the rest, then the cleanup contexts (reloader, cluster view)

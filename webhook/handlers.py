@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import hdrs, web
@@ -13,6 +15,7 @@ from webhook import admit, keys, review
 log = logging.getLogger("gpuclaim.webhook")
 _JSON = "application/json"
 _MAX_LOGGED_MESSAGE = 1000
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _error(request: web.Request, endpoint: str, code: int, message: str, started: float) -> web.Response:
@@ -49,9 +52,10 @@ async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Respons
 def _log(decoded: review.Request, response: review.Response, record: admit.Record, elapsed: float) -> None:
     """One line per admission at debug; denials and errors at info. Identifiers only, never the object."""
     fields: dict[str, Any] = {
+        # `name` and `msg` are LogRecord's own attributes: extra keys must not reuse them
         "uid": decoded.uid, "endpoint": record.endpoint, "operation": record.operation, "kind": decoded.kind.kind,
-        "namespace": decoded.namespace, "name": decoded.name, "dry_run": decoded.dry_run, "result": record.result,
-        "warnings": len(response.warnings), "duration_ms": round(elapsed * 1000, 3),
+        "namespace": decoded.namespace, "object_name": decoded.name, "dry_run": decoded.dry_run,
+        "result": record.result, "warnings": len(response.warnings), "duration_ms": round(elapsed * 1000, 3),
     }
     if record.result == "allowed":
         fields.update(patch_ops=len(response.patch or ()), converted=record.converted,
@@ -59,11 +63,32 @@ def _log(decoded: review.Request, response: review.Response, record: admit.Recor
         log.debug("admitted", extra=fields)
     elif record.result == "denied":
         assert response.status is not None
-        fields.update(reason=record.denial_reason, message=response.status.message[:_MAX_LOGGED_MESSAGE])
+        fields.update(reason=record.denial_reason, denial=response.status.message[:_MAX_LOGGED_MESSAGE])
         log.info("denied", extra=fields)
     else:
         fields.update(error=record.error, allowed=response.allowed)
         log.info("internal error answered per webhook.internalErrorPolicy", extra=fields)
+
+
+@web.middleware
+async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Track in-flight requests (for the grace period) and turn a bug in the HTTP glue into a 500 that still
+    carries a Status body, instead of aiohttp's bare 500."""
+    state = request.app[keys.STATE]
+    task = asyncio.current_task()
+    if task is not None:
+        state.in_flight.add(task)
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except Exception as exc:
+        log.exception("unexpected error answering a request", extra={"path": request.path})
+        body = review.bad_request_body(500, f"internal error in the gpuclaim webhook ({type(exc).__name__})")
+        return web.Response(status=500, body=body, content_type=_JSON)
+    finally:
+        if task is not None:
+            state.in_flight.discard(task)
 
 
 async def mutate(request: web.Request) -> web.Response:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -31,6 +32,7 @@ class State:
 
     context: Context
     stopping: bool = False
+    in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
 STATE = web.AppKey("gpuclaim.webhook.state", State)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -25,6 +26,10 @@ def config() -> Config:
 
 @pytest.fixture
 async def server(tls_files: selfsigned.TlsFiles, config: Config) -> AsyncIterator[Server]:
+    # every log call runs (a bad `extra` key only fails when the level is enabled)
+    logger = logging.getLogger("gpuclaim")
+    saved_level = logger.level
+    logger.setLevel(logging.DEBUG)
     checks = StandInChecks()
     application = app.create_app(config, checks=checks, reloader=reloader_for(tls_files), time_limit=1.0)
     runner, url = await start(application, tls_files)
@@ -34,5 +39,6 @@ async def server(tls_files: selfsigned.TlsFiles, config: Config) -> AsyncIterato
     finally:
         await session.close()
         await runner.cleanup()
+        logger.setLevel(saved_level)
 
 
