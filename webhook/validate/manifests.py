@@ -32,7 +32,8 @@ WORKLOAD_TEMPLATES: Mapping[str, tuple[str, ...]] = {
 
 
 def validate_manifest(obj: object, *, inventory: Inventory, config: Config) -> Verdict:
-    steps = WORKLOAD_TEMPLATES.get(obj.get("kind")) if isinstance(obj, Mapping) else None  # type: ignore[arg-type]
+    kind = obj.get("kind") if isinstance(obj, Mapping) else None
+    steps = WORKLOAD_TEMPLATES.get(kind) if isinstance(kind, str) else None
     if steps is None:
         return validate_object(obj, operation="CREATE", inventory=inventory, config=config)
     assert isinstance(obj, Mapping)

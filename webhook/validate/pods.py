@@ -40,14 +40,15 @@ def check_pod_spec(
         if isinstance(key, str) and key != "resourceClaims" and key.lower() == "resourceclaims":
             findings.deny(FieldError.forbidden(path.child(key), "unknown field (field names are case-sensitive): "
                                                "did you mean resourceClaims?"))
-    claims = {c.get("name"): (i, c) for i, c in _items(spec.get("resourceClaims"))}
+    # names that are not strings are the apiserver's to refuse; they cannot be referenced either
+    claims = {c["name"]: (i, c) for i, c in _items(spec.get("resourceClaims")) if isinstance(c.get("name"), str)}
     templates: dict[str, api.ResourceClaimTemplate | Unknown | None] = {}
     for i, claim in claims.values():
         template_name = claim.get("resourceClaimTemplateName")
         if not isinstance(template_name, str) or not template_name:
             continue
         template = inventory.template(namespace, template_name)
-        templates[str(claim.get("name"))] = template
+        templates[claim["name"]] = template
         if template is None:
             findings.warn(
                 path.child("resourceClaims").index(i).child("resourceClaimTemplateName"),
@@ -66,12 +67,14 @@ def check_pod_spec(
             for k, ref in _items(resources.get("claims")):
                 rpath = cpath.child("resources").child("claims").index(k)
                 name = ref.get("name")
+                if not isinstance(name, str):
+                    continue
                 if name not in claims:
                     findings.deny(FieldError.not_found(rpath.child("name"), name,
                                                        "must be one of the names in pod.spec.resourceClaims"))
                     continue
                 request = ref.get("request")
-                template = templates.get(str(name))
+                template = templates.get(name)
                 if (isinstance(request, str) and request and isinstance(template, api.ResourceClaimTemplate)
                         and template.spec.request(request) is None):
                     have = ", ".join(r.name for r in template.spec.requests) or "none"
