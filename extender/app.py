@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -23,6 +25,11 @@ from . import handlers, keys
 from .metrics import ExtenderMetrics
 from .predict import ClusterView
 from .readiness import Readiness
+
+if TYPE_CHECKING:
+    from kube.cache import ClusterCache as ClusterCacheLike
+
+    from .view import LiveView as LiveViewLike
 
 log = logging.getLogger(__name__)
 # kube-scheduler sends full NodeLists when nodeCacheCapable is false: thousands of Nodes are tens of MB
@@ -49,6 +56,22 @@ def create_metrics_app(registry: CollectorRegistry) -> web.Application:
     return app
 
 
+async def _keep_warm(cache: ClusterCacheLike, view: LiveViewLike) -> None:
+    """After the first sync and after every cluster-wide invalidation, rebuild all node states ahead of time."""
+    from dra import cel
+
+    await cache.wait_synced(None)
+    cel.compile_selector("device.driver == ''", mode="stored")  # builds the CEL parser (about a second) now
+    while True:
+        if view.needs_warm:
+            started = asyncio.get_running_loop().time()
+            built = await view.prewarm()
+            # the cluster view is long-lived: keep the cycle collector from rescanning it (pauses of 10+ ms)
+            gc.freeze()
+            log.info("built %d node states in %.2fs", built, asyncio.get_running_loop().time() - started)
+        await asyncio.sleep(1.0)
+
+
 def split_listen(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port)
@@ -72,7 +95,8 @@ async def run(config: Config, *, listen: str, metrics_listen: str, kubeconfig: s
                          backoff_initial=config.cluster.backoff.initial_seconds,
                          backoff_cap=config.cluster.backoff.cap_seconds)  # fmt: skip
     view = LiveView(cache, config)
-    readiness = Readiness([("cluster", view.ready)])
+    readiness = Readiness([("cluster", view.ready),
+                           ("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))])
     reloader = None
     if tls_cert is not None and tls_key is not None:
         reloader = reloading_server_context(cert_file=tls_cert, key_file=tls_key, min_version=ext.tls.min_version,
@@ -88,7 +112,17 @@ async def run(config: Config, *, listen: str, metrics_listen: str, kubeconfig: s
             await cache.stop()
             await client.close()
 
+    async def warm_ctx(_app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(_keep_warm(cache, view), name="gpuclaim-extender-warm")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     app.cleanup_ctx.append(cache_ctx)
+    app.cleanup_ctx.append(warm_ctx)
     if reloader is not None:
         app.cleanup_ctx.append(reloader.cleanup_ctx)
     # no access log: a line per scheduler call costs more than answering a pod without claims

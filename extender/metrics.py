@@ -16,7 +16,7 @@ from .wire import MAX_SCORE, MIN_SCORE
 VERBS = ("prioritize", "filter")
 RESULTS = ("ok", "error")
 SCORE_LABELS = (*(str(s) for s in range(MIN_SCORE, MAX_SCORE + 1)), "unfit")
-_LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0)
+_LATENCY = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0)
 _NODES = (1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 
 

@@ -15,6 +15,7 @@ The cache's indexes are updated before subscribers run, so a state rebuilt after
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -70,6 +71,8 @@ class LiveView:
         self._classes: dict[str, DeviceClass] | None = None
         self.parsed_claims: dict[bytes, Any] = {}
         self.rebuilds = 0
+        self.needs_warm = True  # every state is gone (start, class change, cluster-wide slice): rebuild ahead
+        self.warmed = False  # at least one full warm-up done since the start
         cache.subscribe(self.on_event)
 
     # ---- events ------------------------------------------------------------------------------------------------
@@ -85,7 +88,7 @@ class LiveView:
                 self._pool_nodes.setdefault(key, set()).add(node)
                 self._states.pop(node, None)
             else:
-                self._states.clear()
+                self._drop_all()
         elif kind == "Node":
             self._states.pop(meta.get("name", ""), None)
         elif kind == "ResourceClaim":
@@ -99,13 +102,34 @@ class LiveView:
             for device in old ^ new:
                 nodes = self._pool_nodes.get((device.driver, device.pool))
                 if nodes is None:
-                    self._states.clear()
+                    self._drop_all()
                     break
                 for node in nodes:
                     self._states.pop(node, None)
         elif kind == "DeviceClass":
             self._classes = None
-            self._states.clear()
+            self._drop_all()
+
+    def _drop_all(self) -> None:
+        self._states.clear()
+        self.needs_warm = True
+
+    async def prewarm(self, *, chunk: int = 100) -> int:
+        """Build the state of every known node ahead of the scheduler's calls, yielding to the event loop every
+        ``chunk`` nodes; at 5,000 nodes this moves seconds of slice parsing off the first /prioritize."""
+        self.needs_warm = False
+        names = set(self.cache.objects("Node"))
+        names.update(str((o.get("spec") or {}).get("nodeName")) for o in self.cache.objects("ResourceSlice").values()
+                     if (o.get("spec") or {}).get("nodeName"))
+        built = 0
+        for name in sorted(names):
+            if name not in self._states:
+                self.node_state(name)
+                built += 1
+                if built % chunk == 0:
+                    await asyncio.sleep(0)
+        self.warmed = True
+        return built
 
     # ---- ClusterView -------------------------------------------------------------------------------------------
     def pod_claims(self, pod: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any] | None]:
