@@ -1,0 +1,180 @@
+"""The scheduler double on real slices: DRA feasibility from the allocator, extenders over TLS with the real wire
+JSON and kube-scheduler's score arithmetic, ignorable failures, unschedulable reasons, claim allocation and binding."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from e2e_fleet import P4D, P5_A, P5_B, claim_pod, gpu_request, load_fleet, template
+from e2e_servers import Cluster, TlsServer
+
+from e2e.controllers import ResourceClaimController
+from e2e.scheduler import CANNOT_ALLOCATE, NODE_AFFINITY_REASON, ExtenderConfig, ExtenderConfigError, Scheduler
+
+TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
+CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+PODS = "/api/v1/namespaces/default/pods"
+H100 = "device.attributes['gpu.nvidia.com'].productName.contains('H100')"
+
+
+@pytest.fixture
+async def fleet(cluster: Cluster) -> AsyncIterator[Cluster]:
+    load_fleet(cluster.store)
+    yield cluster
+
+
+def extender(server: TlsServer, **overrides: Any) -> dict[str, Any]:
+    return {"urlPrefix": server.url("/gpuclaim"), "prioritizeVerb": "prioritize", "weight": 2,
+            "nodeCacheCapable": True, "enableHTTPS": True, "tlsConfig": {"caData": server.ca_bundle},
+            "httpTimeout": "1s", **overrides}
+
+
+async def submit(cluster: Cluster, name: str, spec: dict[str, Any], **pod_spec: Any) -> None:
+    """A pod with one templated claim, its claim created by the controller as in a cluster."""
+    await cluster.client.create(TEMPLATES, template(f"{name}-tmpl", spec))
+    await cluster.client.create(PODS, claim_pod(name, {"gpu": f"{name}-tmpl"}, **pod_spec))
+    await ResourceClaimController(cluster.client).sync_once()
+
+
+async def hold(cluster: Cluster, node: str, count: int) -> None:
+    """GPUs already in use on `node`: a claim allocated with its first `count` devices."""
+    slices = (await cluster.client.list("/apis/resource.k8s.io/v1/resourceslices"))["items"]
+    (gpu_slice,) = [s for s in slices if s["spec"].get("nodeName") == node and s["spec"]["driver"] == "gpu.nvidia.com"]
+    results = [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": gpu_slice["spec"]["pool"]["name"],
+                "device": d["name"]} for d in gpu_slice["spec"]["devices"][:count]]
+    cluster.store.restore({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                           "metadata": {"name": f"held-{node[:12]}", "namespace": "default"},
+                           "spec": gpu_request(count), "status": {"allocation": {"devices": {"results": results}}}})
+
+
+async def test_feasibility_comes_from_the_allocator_and_the_claim_is_allocated(fleet: Cluster) -> None:
+    await hold(fleet, P5_A, 6)
+    await submit(fleet, "train", gpu_request(4, selector=H100))
+    scheduler = Scheduler(fleet.client)
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert (decision.outcome, decision.node) == ("scheduled", P5_B)
+    assert decision.reasons == {P5_A: CANNOT_ALLOCATE, P4D: CANNOT_ALLOCATE}
+    assert len(decision.devices["gpu"]) == 4
+    pod = await fleet.client.get(f"{PODS}/train")
+    assert pod["spec"]["nodeName"] == P5_B
+    claim = await fleet.client.get(f"{CLAIMS}/{pod['status']['resourceClaimStatuses'][0]['resourceClaimName']}")
+    assert claim["status"]["allocation"]["devices"]["results"] == decision.devices["gpu"]
+    assert claim["status"]["allocation"]["nodeSelector"] == {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [P5_B]}]}]}
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "train", "uid": pod["metadata"]["uid"]}]
+    assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
+    kubernetes_validate.validate(claim, "1.34.0", strict=True)
+
+
+async def test_devices_allocated_in_one_pass_are_not_given_twice(fleet: Cluster) -> None:
+    for name in ("a", "b", "c"):
+        await submit(fleet, name, gpu_request(8))
+    scheduler = Scheduler(fleet.client)
+    decisions = await scheduler.schedule_pending()
+    assert sorted(d.node for d in decisions if d.node) == sorted([P4D, P5_A, P5_B])
+    await submit(fleet, "d", gpu_request(1))
+    (late,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert late.outcome == "unschedulable"
+    assert late.message == "0/3 nodes are available: 3 cannot allocate all claims."
+
+
+async def test_extender_scores_decide_between_feasible_nodes(fleet: Cluster, tls_server: TlsServer) -> None:
+    async def prioritize(args: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"Host": n, "Score": 10 if n == P5_B else 3} for n in args["NodeNames"]]
+
+    tls_server.routes["/gpuclaim/prioritize"] = prioritize
+    await submit(fleet, "train", gpu_request(1))
+    scheduler = Scheduler(fleet.client, extenders=[extender(tls_server)])
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert decision.node == P5_B
+    assert decision.scores == {P4D: 60, P5_A: 60, P5_B: 200}  # score * weight 2 * (100 / 10)
+    ((path, args),) = tls_server.seen
+    assert path == "/gpuclaim/prioritize" and args["Nodes"] is None and sorted(args["NodeNames"]) == sorted(
+        [P4D, P5_A, P5_B])
+    assert args["Pod"]["metadata"]["name"] == "train" and args["Pod"]["status"]["resourceClaimStatuses"]
+
+
+async def test_extender_down_scheduling_still_happens(fleet: Cluster, tls_server: TlsServer) -> None:
+    await tls_server.stop()
+    await submit(fleet, "train", gpu_request(1))
+    scheduler = Scheduler(fleet.client, extenders=[extender(tls_server, filterVerb="filter", ignorable=True)])
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert (decision.outcome, decision.node) == ("scheduled", P5_A)  # equal scores: the name sorting first
+    assert len(decision.warnings) == 2 and "filter ignored" in decision.warnings[0]
+    assert "prioritize ignored" in decision.warnings[1]
+
+
+async def test_slow_prioritize_is_ignored_after_http_timeout(fleet: Cluster, tls_server: TlsServer) -> None:
+    async def slow(args: dict[str, Any]) -> list[dict[str, Any]]:
+        await asyncio.sleep(3)
+        return []
+
+    tls_server.routes["/gpuclaim/prioritize"] = slow
+    await submit(fleet, "train", gpu_request(1))
+    scheduler = Scheduler(fleet.client, extenders=[extender(tls_server, httpTimeout="300ms")])
+    started = asyncio.get_running_loop().time()
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert asyncio.get_running_loop().time() - started < 2 and decision.outcome == "scheduled"
+    assert "context deadline exceeded" in decision.warnings[0]
+
+
+async def test_non_ignorable_filter_failure_fails_the_cycle(fleet: Cluster, tls_server: TlsServer) -> None:
+    async def broken(args: dict[str, Any]) -> dict[str, Any]:
+        return {"Nodes": None, "NodeNames": None, "FailedNodes": None, "FailedAndUnresolvableNodes": None,
+                "Error": "internal error: resourceslice cache not synced"}
+
+    tls_server.routes["/gpuclaim/filter"] = broken
+    await submit(fleet, "train", gpu_request(1))
+    scheduler = Scheduler(fleet.client, extenders=[extender(tls_server, filterVerb="filter")])
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert (decision.outcome, decision.message) == ("error", "internal error: resourceslice cache not synced")
+    assert "nodeName" not in (await fleet.client.get(f"{PODS}/train"))["spec"]
+
+
+async def test_extender_filter_reasons_reach_the_decision(fleet: Cluster, tls_server: TlsServer) -> None:
+    async def only_p5(args: dict[str, Any]) -> dict[str, Any]:
+        nodes = args["Nodes"]["items"]
+        keep = [n["metadata"]["name"] for n in nodes if "H100" in n["metadata"]["labels"]["nvidia.com/gpu.product"]]
+        return {"Nodes": {"metadata": {}, "items": [n for n in nodes if n["metadata"]["name"] in keep]},
+                "NodeNames": None, "FailedNodes": {P4D: "not an H100"}, "FailedAndUnresolvableNodes": {}, "Error": ""}
+
+    tls_server.routes["/gpuclaim/filter"] = only_p5
+    await submit(fleet, "train", gpu_request(1))
+    config = extender(tls_server, filterVerb="filter", prioritizeVerb="", nodeCacheCapable=False)
+    scheduler = Scheduler(fleet.client, extenders=[config])
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert decision.node == P5_A and decision.reasons == {P4D: "not an H100"}
+
+
+async def test_unschedulable_pods_say_why_per_node(fleet: Cluster) -> None:
+    await submit(fleet, "big", gpu_request(9))
+    await submit(fleet, "pinned", gpu_request(1), nodeSelector={"nvidia.com/gpu.product": "NVIDIA-B200"})
+    await fleet.client.create(PODS, claim_pod("orphan", {"gpu": "never-created"}))
+    scheduler = Scheduler(fleet.client)
+    decisions = {d.name: d for d in await scheduler.schedule_pending()}
+    await scheduler.close()
+    assert decisions["big"].reasons == dict.fromkeys((P4D, P5_A, P5_B), CANNOT_ALLOCATE)
+    assert decisions["pinned"].message == f"0/3 nodes are available: 3 {NODE_AFFINITY_REASON}."
+    assert (decisions["orphan"].outcome, decisions["orphan"].message) == (
+        "waiting", 'pod "default/orphan": ResourceClaim not created yet')
+
+
+def test_extender_configuration_errors_name_the_field() -> None:
+    with pytest.raises(ExtenderConfigError, match=r"^extenders\[0\]\.weight: .*positive weight"):
+        ExtenderConfig.from_dict({"urlPrefix": "http://x", "prioritizeVerb": "p"})
+    with pytest.raises(ExtenderConfigError, match=r"^extenders\[3\]\.httpTimeout: Invalid value"):
+        ExtenderConfig.from_dict({"urlPrefix": "http://x", "httpTimeout": "soon"}, 3)
+    with pytest.raises(ExtenderConfigError, match=r"^extenders\[0\]\.urlPrefix: Required value"):
+        ExtenderConfig.from_dict({})
+    assert ExtenderConfig.from_dict({"urlPrefix": "http://x", "httpTimeout": "500ms"}).http_timeout == 0.5
