@@ -1,6 +1,8 @@
-"""`python -m e2e.apiserver --listen HOST:PORT [--tls-cert F --tls-key F] [--load DIR]`.
+"""`python -m e2e.apiserver --listen HOST:PORT [--tls-cert F --tls-key F] [--load DIR]
+[--webhook-service NS/NAME:PORT=HOST:PORT ...] [--controllers]`.
 
-Prints the kubeconfig path as the first line on stdout, then serves until interrupted.
+Prints the kubeconfig path as the first line on stdout, then serves until interrupted. Writes pass the
+admission webhook chain (e2e/apiserver/webhooks.py); `--controllers` also runs the resourceclaim controller.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from e2e.apiserver import errors
+from e2e.apiserver import errors, webhooks
 from e2e.apiserver.app import Settings
 from e2e.apiserver.server import load_directory, serve
 from e2e.apiserver.store import Store
@@ -27,7 +29,9 @@ def _listen(text: str) -> tuple[str, int]:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    store = Store(history_size=args.history, validate=not args.no_validate)
+    chain = webhooks.WebhookAdmission(services=dict(args.webhook_service))
+    store = Store(history_size=args.history, validate=not args.no_validate, admission=chain)
+    chain.store = store
     if args.load is not None:
         try:
             count = load_directory(store, args.load)
@@ -43,14 +47,34 @@ async def _main(args: argparse.Namespace) -> int:
                          settings=Settings(bookmark_interval=args.bookmark_interval))
     print(double.kubeconfig, flush=True)
     print(f"e2e.apiserver: serving {double.url} (a test double, not a kube-apiserver)", file=sys.stderr, flush=True)
+    controller = None
+    if args.controllers:
+        from e2e.controllers import ResourceClaimController
+        from kube import KubeClient, config
+
+        client = KubeClient(config.from_kubeconfig(double.kubeconfig))
+        controller = ResourceClaimController(client)
+        await controller.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    if controller is not None:
+        await controller.stop()
+        await controller.client.close()
     await double.close()
     return 0
+
+
+def _service(text: str) -> tuple[str, str]:
+    service, sep, target = text.partition("=")
+    if not sep or "/" not in service or not target:
+        raise argparse.ArgumentTypeError(f"--webhook-service: expected NS/NAME:PORT=HOST:PORT, got {text!r}")
+    if ":" not in service:
+        service += ":443"
+    return service, target
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", type=int, default=1000, help="watch events kept before 410 Expired")
     parser.add_argument("--bookmark-interval", type=float, default=60.0)
     parser.add_argument("--no-validate", action="store_true", help="skip schema validation on write")
+    parser.add_argument("--webhook-service", type=_service, action="append", default=[],
+                        help="where a webhook clientConfig.service is served: NS/NAME[:PORT]=HOST:PORT (repeatable)")
+    parser.add_argument("--controllers", action="store_true", help="run the resourceclaim controller")
     args = parser.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):
         parser.error("--tls-cert and --tls-key go together")
