@@ -43,14 +43,18 @@ def _name_and_labels(obj: Obj) -> Obj:
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
 
 
-def default_specs(managed_by_selector: str = MANAGED_BY_SELECTOR) -> tuple[WatchSpec, ...]:
+def default_specs(template_selector: str | None = None) -> tuple[WatchSpec, ...]:
+    """What the cluster view watches. Templates: all of them by default, not only gpuclaim's, because the
+    validating webhook checks that a pod's `resourceClaimTemplateName` exists and that its
+    `resources.claims[].request` names a request the template has; templates are few and small.
+    `template_selector=MANAGED_BY_SELECTOR` narrows the watch to gpuclaim's own."""
     resource = "resource.k8s.io/v1"
     return (
         WatchSpec("ResourceSlice", resource, "resourceslices"),
         WatchSpec("ResourceClaim", resource, "resourceclaims", namespaced=True),
         WatchSpec("DeviceClass", resource, "deviceclasses"),
         WatchSpec("ResourceClaimTemplate", resource, "resourceclaimtemplates", namespaced=True,
-                  label_selector=managed_by_selector),
+                  label_selector=template_selector),
         WatchSpec("Namespace", "v1", "namespaces", compact=_name_and_labels),
         WatchSpec("Node", "v1", "nodes", compact=_name_and_labels),
     )
