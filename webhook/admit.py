@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import orjson
+
 from dra.config import Config
 from dra.fieldpath import ErrorType, FieldError, Path, join_errors
 from webhook import review
@@ -169,6 +171,8 @@ class CoreChecks:
     def __init__(self, *, own_namespace: str | None = None) -> None:
         self.own_namespace = own_namespace
         self._classes: dict[str, tuple[str, Any]] = {}  # name -> (resourceVersion, parsed DeviceClass)
+        # (kind, namespace, name) -> (resourceVersion, spec) already compared equal by webhook.templates
+        self._verified: dict[tuple[str, str, str], Any] = {}
 
     def _device_classes(self, cache: Any) -> dict[str, Any]:
         """Parsed DeviceClasses, re-parsed only when their resourceVersion changed."""
@@ -188,6 +192,32 @@ class CoreChecks:
         for gone in self._classes.keys() - out.keys():
             del self._classes[gone]
         return out
+
+    @staticmethod
+    def _stamp(cache: Any, namespace: str, obj: Mapping[str, Any]) -> tuple[tuple[str, str, str], Any] | None:
+        kind, name = obj.get("kind", ""), obj["metadata"]["name"]
+        cached = cache.template(namespace, name) if kind == "ResourceClaimTemplate" else cache.claim(namespace, name)
+        if cached is None:
+            return None
+        version = (cached.get("metadata") or {}).get("resourceVersion")
+        return (kind, namespace, name), (version, orjson.dumps(obj.get("spec"), option=orjson.OPT_SORT_KEYS))
+
+    def _known(self, cache: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> bool:
+        """Every object is in the cluster view at a version already found equal to what this pod needs: the
+        common case (pods of one shape share a template), answered without comparing the specs again."""
+        for obj in objects:
+            stamp = self._stamp(cache, namespace, obj)
+            if stamp is None or self._verified.get(stamp[0]) != stamp[1]:
+                return False
+        return True
+
+    def _remember(self, cache: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> None:
+        if len(self._verified) > 10_000:  # bounded: forget everything rather than grow with every namespace
+            self._verified.clear()
+        for obj in objects:
+            stamp = self._stamp(cache, namespace, obj)
+            if stamp is not None:
+                self._verified[stamp[0]] = stamp[1]
 
     async def mutate(self, request: review.Request, ctx: Context) -> Outcome:
         from webhook import convert, templates
@@ -219,6 +249,8 @@ class CoreChecks:
                 text = ("gpuclaim: this pod asks for GPUs it would convert to a ResourceClaimTemplate, but the webhook "
                         "runs without cluster access and cannot create it; the pod was admitted unchanged")
                 return Outcome(warnings=(*notices, Notice("no-cluster", text)))
+            if self._known(cache, request.namespace, conversion.objects):
+                return Outcome(patch=tuple(conversion.patch), warnings=notices, converted=True)
             try:  # on dryRun this only compares with the cluster view: sideEffects NoneOnDryRun
                 made = await templates.create_objects(ctx.client, ctx.cluster, request.namespace, conversion,
                                                       dry_run=request.dry_run,
@@ -229,6 +261,8 @@ class CoreChecks:
                 return Outcome(errors=(FieldError.forbidden(Path.root("spec", "resourceClaims"), exc.message),),
                                warnings=notices)
             created = len(made.created)
+            if len(made.known) == len(conversion.objects):
+                self._remember(cache, request.namespace, conversion.objects)
         return Outcome(patch=tuple(conversion.patch), warnings=notices, converted=True, templates_created=created)
 
     async def validate(self, request: review.Request, ctx: Context) -> Outcome:

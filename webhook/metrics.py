@@ -40,11 +40,11 @@ class WebhookMetrics:
                                  "notAfter of the serving certificate, Unix seconds (0 before it is loaded)",
                                  registry=registry)
         Info("gpuclaim_build", "gpuclaim build", registry=registry).info({"version": version, "component": "webhook"})
+        # the labelled children, resolved once: `.labels()` takes a lock and builds a key on every call
+        self._reviews = {(e, o, r): self.reviews.labels(e, o, r)
+                         for e in ENDPOINTS for o in OPERATIONS for r in RESULTS}
+        self._duration = {e: self.duration.labels(e) for e in ENDPOINTS}
         for endpoint in ENDPOINTS:
-            self.duration.labels(endpoint)
-            for operation in OPERATIONS:
-                for result in RESULTS:
-                    self.reviews.labels(endpoint, operation, result)
             for reason in ErrorType:
                 self.denials.labels(endpoint, str(reason))
             self.warnings.labels(endpoint, "internal-error")
@@ -56,8 +56,8 @@ class WebhookMetrics:
 
     def observe(self, record: admit.Record, seconds: float) -> None:
         operation = record.operation if record.operation in OPERATIONS else "unknown"
-        self.reviews.labels(record.endpoint, operation, record.result).inc()
-        self.duration.labels(record.endpoint).observe(seconds)
+        self._reviews[(record.endpoint, operation, record.result)].inc()
+        self._duration[record.endpoint].observe(seconds)
         if record.denial_reason is not None:
             self.denials.labels(record.endpoint, record.denial_reason).inc()
         for reason in record.warning_reasons:

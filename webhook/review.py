@@ -196,7 +196,8 @@ def uid_of(body: bytes) -> str | None:
 
 def _clean_warning(text: str) -> str:
     # warnings travel as HTTP Warning headers to kubectl: no control characters, bounded length
-    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
     return text if len(text) <= MAX_WARNING_CHARS else text[: MAX_WARNING_CHARS - 3] + "..."
 
 
