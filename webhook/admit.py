@@ -173,6 +173,7 @@ class CoreChecks:
         self._classes: dict[str, tuple[str, Any]] = {}  # name -> (resourceVersion, parsed DeviceClass)
         # (kind, namespace, name) -> (resourceVersion, spec) already compared equal by webhook.templates
         self._verified: dict[tuple[str, str, str], Any] = {}
+        self._live: tuple[Any, Any] | None = None  # (the cluster view, its LiveInventory)
 
     def _device_classes(self, cache: Any) -> dict[str, Any]:
         """Parsed DeviceClasses, re-parsed only when their resourceVersion changed."""
@@ -265,29 +266,29 @@ class CoreChecks:
                 self._remember(cache, request.namespace, conversion.objects)
         return Outcome(patch=tuple(conversion.patch), warnings=notices, converted=True, templates_created=created)
 
+    def _inventory(self, ctx: Context) -> Any:
+        from webhook import validate
+
+        if ctx.cluster is None:
+            return validate.OfflineInventory()  # everything unknown: the cluster-dependent checks are skipped
+        if self._live is None or self._live[0] is not ctx.cluster:
+            from webhook.validate.live import LiveInventory
+
+            # one per cluster view: it subscribes to the cache's events and parses each object once per change
+            self._live = (ctx.cluster, LiveInventory(ctx.cluster))
+        return self._live[1]
+
     async def validate(self, request: review.Request, ctx: Context) -> Outcome:
         from webhook import validate
 
         if request.object is None and request.operation in ("CREATE", "UPDATE"):
             return Outcome(errors=(FieldError.required(Path.root("request", "object")),))
-        inventory = _inventory(ctx)
+        inventory = self._inventory(ctx)
         verdict = validate.validate_object(request.object, operation=request.operation,
                                            old_object=request.old_object, namespace=request.namespace or None,
                                            inventory=inventory, config=ctx.config)
         notices = tuple(Notice("validation", w) for w in verdict.warnings)
         return Outcome(errors=tuple(verdict.denials), warnings=notices)
-
-
-def _inventory(ctx: Context) -> Any:
-    from webhook import validate
-
-    if ctx.cluster is None:
-        return validate.OfflineInventory()  # everything unknown: the cluster-dependent checks are skipped
-    try:
-        from webhook.validate import live  # type: ignore[attr-defined]
-    except ImportError:
-        return validate.OfflineInventory()
-    return live.LiveInventory(ctx.cluster)
 
 
 def core_checks(*, own_namespace: str | None = None) -> Checks:

@@ -25,6 +25,7 @@ from kube.client import KubeClient
 from webhook import admit, app, keys
 
 CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
+SLICES = FIXTURES.parent / "resourceslices" / "aws-eks-p5-2nodes-8xH100-80GB-HBM3-nvidia.yaml"
 TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/gpu-test1/resourceclaimtemplates"
 
 
@@ -35,6 +36,8 @@ async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
     for doc in yaml.safe_load_all(CLASSES.read_text()):
         if doc:
             running.store.restore(doc)
+    for item in yaml.safe_load(SLICES.read_text())["items"]:
+        running.store.restore(item)
     yield running
     await running.close()
 
@@ -106,18 +109,34 @@ async def test_an_api_server_outage_while_creating_admits_the_pod_unchanged_with
     assert "admitted unchanged" in response["warnings"][0] and "u-outage" in response["warnings"][0]
 
 
-async def test_validate_denies_a_quantity_comparison_with_its_field_path(live: Server) -> None:
+def _claim_review(expression: str) -> dict[str, Any]:
     claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
              "metadata": {"name": "c", "namespace": "gpu-test1"},
              "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                  "deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
-                     "expression": 'device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")'}}]}}]}}}
+                     "expression": expression}}]}}]}}}
     doc = pod_review()
     doc["request"].update(kind={"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaim"},
                           resource={"group": "resource.k8s.io", "version": "v1", "resource": "resourceclaims"},
                           object=claim, name="c")
-    status, body = await live.post("/validate", doc)
+    return doc
+
+
+async def test_validate_denies_a_quantity_comparison_with_its_field_path(live: Server) -> None:
+    status, body = await live.post("/validate", _claim_review(
+        'device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")'))
     response = body["response"]
     assert status == 200 and response["allowed"] is False
     assert response["status"]["message"].startswith("spec.devices.requests[0].exactly.selectors[0].cel.expression")
     assert "compareTo" in response["status"]["message"]
+
+
+async def test_validate_dry_runs_selectors_against_the_live_devices(live: Server) -> None:
+    # the p5 nodes publish H100s: a selector for A100s matches none of them (a warning by default)
+    a100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-40GB'"
+    h100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+    for _ in range(2):  # the live inventory is built once, not per request
+        _, none = await live.post("/validate", _claim_review(a100))
+        _, some = await live.post("/validate", _claim_review(h100))
+        assert none["response"]["allowed"] is True and none["response"]["warnings"]
+        assert some["response"]["allowed"] is True and "warnings" not in some["response"]
