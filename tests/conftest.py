@@ -1,10 +1,20 @@
-"""Suite-wide hygiene: fixtures live under tests/fixtures, tests only talk to loopback."""
+"""Suite-wide fixtures: fixture files live under tests/fixtures, tests only talk to loopback.
+
+`double` serves the Kubernetes API double (e2e/apiserver) over TLS on loopback in the test's
+event loop; `client` is a `kube.KubeClient` for it, configured from the kubeconfig the double
+writes, exactly as the servers configure theirs.
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
+from e2e.apiserver import RunningDouble, Settings, Store, serve
+from kube import config
+from kube.client import KubeClient
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -12,3 +22,17 @@ FIXTURES = Path(__file__).parent / "fixtures"
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture
+async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
+    running = await serve(store=Store(history_size=200), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
+    yield running
+    await running.close()
+
+
+@pytest.fixture
+async def client(double: RunningDouble) -> AsyncIterator[KubeClient]:
+    kube_client = KubeClient(config.from_kubeconfig(double.kubeconfig), timeout=5.0)
+    yield kube_client
+    await kube_client.close()

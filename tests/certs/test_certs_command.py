@@ -8,7 +8,6 @@ import asyncio
 import base64
 import json
 import stat
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,8 @@ import pytest
 from certs_helpers import https_server
 
 from certs import context, material
-from e2e.apiserver import RunningDouble, Settings, Store, serve
+from e2e.apiserver import RunningDouble
 from gpuclaim import cli
-from kube import config as kube_config
 from kube.client import KubeClient
 
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
@@ -128,20 +126,6 @@ def test_no_cluster_and_no_out_dir_is_a_usage_error(capsys: pytest.CaptureFixtur
 # ---- against the API double -----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(history_size=50), workdir=tmp_path, settings=Settings(bookmark_interval=5))
-    yield running
-    await running.close()
-
-
-@pytest.fixture
-async def kclient(double: RunningDouble) -> AsyncIterator[KubeClient]:
-    c = KubeClient(kube_config.from_kubeconfig(double.kubeconfig), timeout=5.0)
-    yield c
-    await c.close()
-
-
 def _webhook_configuration(kind: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -175,15 +159,15 @@ async def _cli(*argv: str) -> tuple[int, str]:
 
 
 async def test_against_the_api_double_stores_injects_and_is_idempotent(
-    double: RunningDouble, kclient: KubeClient, tmp_path: Path
+    double: RunningDouble, client: KubeClient, tmp_path: Path
 ) -> None:
     labels = {"app.kubernetes.io/name": "gpuclaim"}
     for kind, plural in (("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
                          ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations")):
-        await kclient.create(f"{ADMISSION}/{plural}", _webhook_configuration(kind, "gpuclaim-webhook", labels))
-    await kclient.create(f"{ADMISSION}/validatingwebhookconfigurations",
+        await client.create(f"{ADMISSION}/{plural}", _webhook_configuration(kind, "gpuclaim-webhook", labels))
+    await client.create(f"{ADMISSION}/validatingwebhookconfigurations",
                          _webhook_configuration("ValidatingWebhookConfiguration", "unrelated", {"x": "y"}))
-    await kclient.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+    await client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                 "metadata": {"name": "gpuclaim"}})
     argv = ("--kubeconfig", str(double.kubeconfig), "--namespace", "gpuclaim", "--service", "gpuclaim-webhook",
             "--secret", "gpuclaim-webhook-tls", "--ip", "127.0.0.1", "--out-dir", str(tmp_path / "out"), "-o", "json")
@@ -196,13 +180,13 @@ async def test_against_the_api_double_stores_injects_and_is_idempotent(
                                           "ValidatingWebhookConfiguration/gpuclaim-webhook"]
     assert sorted(report["filesWritten"]) == ["ca.crt", "tls.crt", "tls.key"]  # the CA key stays in the Secret
 
-    stored = await kclient.get("/api/v1/namespaces/gpuclaim/secrets/gpuclaim-webhook-tls")
+    stored = await client.get("/api/v1/namespaces/gpuclaim/secrets/gpuclaim-webhook-tls")
     assert stored["type"] == "kubernetes.io/tls"
     kubernetes_validate.validate(stored, "1.34.0", strict=True)
     ca_bundle = base64.b64decode(stored["data"]["ca.crt"])
-    mwc = await kclient.get(f"{ADMISSION}/mutatingwebhookconfigurations/gpuclaim-webhook")
+    mwc = await client.get(f"{ADMISSION}/mutatingwebhookconfigurations/gpuclaim-webhook")
     assert base64.b64decode(mwc["webhooks"][0]["clientConfig"]["caBundle"]) == ca_bundle
-    unrelated = await kclient.get(f"{ADMISSION}/validatingwebhookconfigurations/unrelated")
+    unrelated = await client.get(f"{ADMISSION}/validatingwebhookconfigurations/unrelated")
     assert "caBundle" not in unrelated["webhooks"][0]["clientConfig"]
     rv = stored["metadata"]["resourceVersion"], mwc["metadata"]["resourceVersion"]
 
@@ -210,8 +194,8 @@ async def test_against_the_api_double_stores_injects_and_is_idempotent(
     again = json.loads(out)
     assert code == 0 and again["actions"] == ["unchanged"] and again["injected"] == []
     assert not again["secret"]["written"] and again["filesWritten"] == []
-    stored2 = await kclient.get("/api/v1/namespaces/gpuclaim/secrets/gpuclaim-webhook-tls")
-    mwc2 = await kclient.get(f"{ADMISSION}/mutatingwebhookconfigurations/gpuclaim-webhook")
+    stored2 = await client.get("/api/v1/namespaces/gpuclaim/secrets/gpuclaim-webhook-tls")
+    mwc2 = await client.get(f"{ADMISSION}/mutatingwebhookconfigurations/gpuclaim-webhook")
     assert (stored2["metadata"]["resourceVersion"], mwc2["metadata"]["resourceVersion"]) == rv
 
     # kube-apiserver's view: the caBundle from the configuration verifies the certificate the server presents

@@ -11,7 +11,6 @@ import asyncio
 import base64
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,7 @@ import pytest
 from chart_helpers import NAMESPACE, render_values
 from cryptography import x509
 
-from e2e.apiserver import RunningDouble, Settings, Store, serve
-from kube import config as kube_config
+from e2e.apiserver import RunningDouble
 from kube.client import KubeClient, resource_path
 
 ADMISSION = "admissionregistration.k8s.io/v1"
@@ -31,19 +29,10 @@ PLURALS = {
 
 
 @pytest.fixture
-async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(history_size=50), workdir=tmp_path, settings=Settings(bookmark_interval=5))
-    yield running
-    await running.close()
-
-
-@pytest.fixture
-async def kclient(double: RunningDouble) -> AsyncIterator[KubeClient]:
-    client = KubeClient(kube_config.from_kubeconfig(double.kubeconfig), timeout=5.0)
+async def kclient(client: KubeClient) -> KubeClient:
     await client.create(resource_path("v1", "namespaces"),
                         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    yield client
-    await client.close()
+    return client
 
 
 async def run_job_script(double: RunningDouble, script: str) -> tuple[int, str]:
