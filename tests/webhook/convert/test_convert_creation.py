@@ -1,0 +1,148 @@
+"""webhook.templates.create_objects against the API double (in process, TLS) and the real cluster cache."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from convert_support import config, nvidia_classes
+from prometheus_client import CollectorRegistry
+
+from e2e.apiserver import Fault, RunningDouble, Settings, Store, serve
+from e2e.apiserver.resources import BY_KEY
+from kube import ClusterCache
+from kube import config as kube_config
+from kube.client import KubeClient, resource_path
+from webhook.convert import Conversion, convert_pod
+from webhook.templates import CreationError, create_objects
+
+NS = "ml"
+TEMPLATES = BY_KEY["resource.k8s.io/v1/resourceclaimtemplates"]
+CLAIMS = BY_KEY["resource.k8s.io/v1/resourceclaims"]
+
+
+@pytest.fixture
+async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
+    running = await serve(store=Store(history_size=200), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
+    yield running
+    await running.close()
+
+
+@pytest.fixture
+async def client(double: RunningDouble) -> AsyncIterator[KubeClient]:
+    kube_client = KubeClient(kube_config.from_kubeconfig(double.kubeconfig), timeout=5.0)
+    await kube_client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": NS}})
+    yield kube_client
+    await kube_client.close()
+
+
+def conversion(count: int = 2, group: str | None = None) -> Conversion:
+    meta: dict[str, Any] = {"name": "p", "namespace": NS}
+    if group:
+        meta["annotations"] = {"gpuclaim.io/sharing-group": group}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [
+        {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": count}}}]}}
+    result = convert_pod(pod, config=config(), device_classes=nvidia_classes())
+    assert result.objects and not result.refusals
+    return result
+
+
+def stored(double: RunningDouble, resource: Any) -> list[dict[str, Any]]:
+    return double.store.list(resource, NS, lambda _: True)[0]
+
+
+async def test_the_template_is_created_in_the_pods_namespace(double: RunningDouble, client: KubeClient) -> None:
+    wanted = conversion()
+    result = await create_objects(client, None, NS, wanted, dry_run=False)
+    name = wanted.templates[0]["metadata"]["name"]
+    assert result.created == [f"ResourceClaimTemplate {NS}/{name}"]
+    (template,) = stored(double, TEMPLATES)
+    assert template["metadata"]["name"] == name
+    assert template["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpuclaim"}
+    assert template["spec"] == wanted.templates[0]["spec"]
+
+
+async def test_dry_run_creates_nothing(double: RunningDouble, client: KubeClient) -> None:
+    result = await create_objects(client, None, NS, conversion(), dry_run=True)
+    assert result.created == [] and result.dry_run
+    assert stored(double, TEMPLATES) == []
+
+
+async def test_an_identical_existing_template_answering_409_is_fine(double: RunningDouble,
+                                                                    client: KubeClient) -> None:
+    await create_objects(client, None, NS, conversion(), dry_run=False)
+    again = await create_objects(client, None, NS, conversion(), dry_run=False)
+    assert len(again.created) == 1 and len(stored(double, TEMPLATES)) == 1
+
+
+async def test_an_edited_template_answering_409_is_a_refusal_naming_the_field(client: KubeClient) -> None:
+    wanted = conversion()
+    edited = copy.deepcopy(wanted.templates[0])
+    edited["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"][0]["count"] = 3
+    await client.create(resource_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace=NS), edited)
+    with pytest.raises(CreationError) as info:
+        await create_objects(client, None, NS, wanted, dry_run=False)
+    assert info.value.is_refusal and info.value.reference == "object-differs"
+    assert "already exists with a different spec" in info.value.message
+    assert "spec.spec.devices.requests[0].firstAvailable[0].count: existing 3, wanted 2" in info.value.message
+
+
+async def test_a_template_the_cluster_view_knows_needs_no_api_call(double: RunningDouble,
+                                                                   client: KubeClient) -> None:
+    cache = ClusterCache(client, registry=CollectorRegistry())
+    await cache.start()
+    try:
+        await cache.wait_synced(10)
+        wanted = conversion()
+        await create_objects(client, cache, NS, wanted, dry_run=False)
+        name = wanted.templates[0]["metadata"]["name"]
+        for _ in range(100):
+            if cache.template(NS, name) is not None:
+                break
+            await asyncio.sleep(0.05)
+        double.faults.add(Fault(kind="status", verbs=frozenset({"create", "get"}), code=500, times=None))
+        result = await create_objects(client, cache, NS, wanted, dry_run=False)
+        assert result.known == [f"ResourceClaimTemplate {NS}/{name}"] and result.created == []
+    finally:
+        await cache.stop()
+
+
+async def test_a_sharing_group_creates_one_claim_and_refuses_a_different_shape(double: RunningDouble,
+                                                                               client: KubeClient) -> None:
+    first = conversion(1, group="chat")
+    await create_objects(client, None, NS, first, dry_run=False)
+    await create_objects(client, None, NS, conversion(1, group="chat"), dry_run=False)
+    (claim,) = stored(double, CLAIMS)
+    assert claim["metadata"]["name"] == "gpuclaim-shared-chat"
+    assert claim["metadata"]["annotations"] == {"gpuclaim.io/sharing-group": "chat"}
+    with pytest.raises(CreationError) as info:
+        await create_objects(client, None, NS, conversion(3, group="chat"), dry_run=False)
+    assert info.value.is_refusal
+    assert info.value.message.startswith(f"ResourceClaim {NS}/gpuclaim-shared-chat already exists with a different")
+
+
+async def test_a_slow_api_is_a_clear_infrastructure_error(double: RunningDouble, client: KubeClient) -> None:
+    double.faults.add(Fault(kind="delay", verbs=frozenset({"create"}), delay_seconds=5.0))
+    with pytest.raises(CreationError) as info:
+        await create_objects(client, None, NS, conversion(1, group="chat"), dry_run=False, time_limit=0.3)
+    assert info.value.reference == "api-unavailable" and not info.value.is_refusal
+    assert "did not answer within 0.3s" in info.value.message
+
+
+async def test_a_missing_namespace_is_the_servers_clear_refusal(client: KubeClient) -> None:
+    with pytest.raises(CreationError) as info:
+        await create_objects(client, None, "nowhere", conversion(), dry_run=False)
+    assert info.value.reference == "api-rejected" and 'namespaces "nowhere" not found' in info.value.message
+
+
+async def test_an_api_error_on_a_template_is_an_infrastructure_error(double: RunningDouble,
+                                                                     client: KubeClient) -> None:
+    double.faults.add(Fault(kind="status", verbs=frozenset({"create"}), code=503, times=None))
+    with pytest.raises(CreationError) as info:
+        await create_objects(client, None, NS, conversion(), dry_run=False, time_limit=1.0)
+    assert not info.value.is_refusal and "ResourceClaimTemplate ml/gpuclaim-" in info.value.message
