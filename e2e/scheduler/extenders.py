@@ -40,7 +40,7 @@ class ExtenderError(Exception):
 def _duration(value: Any, field: str) -> float:
     if value is None:
         return DEFAULT_TIMEOUT
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         return float(value)
     match = _DURATION.match(str(value))
     if not match:
@@ -84,6 +84,13 @@ class ExtenderConfig:
             raise ExtenderConfigError(f"{path}.weight: Invalid value: {weight}: must have a positive weight applied "
                                       "to it")
         tls = raw.get("tlsConfig") or {}
+        if not isinstance(tls, Mapping):
+            raise ExtenderConfigError(f"{path}.tlsConfig: must be an object")
+        for key in ("filterVerb", "prioritizeVerb", "caData", "caFile", "serverName"):
+            value = (tls if key.startswith(("ca", "server")) else raw).get(key)
+            if value is not None and not isinstance(value, str):
+                where = f"tlsConfig.{key}" if key.startswith(("ca", "server")) else key
+                raise ExtenderConfigError(f"{path}.{where}: Invalid value: {value!r}: must be a string")
         ca_pem = None
         if tls.get("caData"):
             try:
@@ -95,7 +102,11 @@ class ExtenderConfig:
                 ca_pem = Path(tls["caFile"]).read_bytes()
             except OSError as exc:
                 raise ExtenderConfigError(f"{path}.tlsConfig.caFile: {exc}") from None
-        managed = tuple(str(m.get("name", "")) for m in raw.get("managedResources") or ())
+        managed_raw = raw.get("managedResources") or []
+        if not isinstance(managed_raw, list) or not all(isinstance(m, Mapping) and isinstance(m.get("name"), str)
+                                                        for m in managed_raw):
+            raise ExtenderConfigError(f"{path}.managedResources: must be a list of {{name: string}}")
+        managed = tuple(m["name"] for m in managed_raw)
         return cls(url_prefix=prefix, filter_verb=str(raw.get("filterVerb") or ""),
                    prioritize_verb=str(raw.get("prioritizeVerb") or ""), weight=weight,
                    node_cache_capable=bool(raw.get("nodeCacheCapable")), ignorable=bool(raw.get("ignorable")),

@@ -11,6 +11,8 @@ import kubernetes_validate
 import pytest
 from e2e_fleet import P4D, P5_A, P5_B, claim_pod, gpu_request, load_fleet, template
 from e2e_servers import Cluster, TlsServer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from e2e.controllers import ResourceClaimController
 from e2e.scheduler import CANNOT_ALLOCATE, NODE_AFFINITY_REASON, ExtenderConfig, ExtenderConfigError, Scheduler
@@ -114,7 +116,7 @@ async def test_extender_down_scheduling_still_happens(fleet: Cluster, tls_server
 
 async def test_slow_prioritize_is_ignored_after_http_timeout(fleet: Cluster, tls_server: TlsServer) -> None:
     async def slow(args: dict[str, Any]) -> list[dict[str, Any]]:
-        await asyncio.sleep(3)
+        await asyncio.sleep(1.2)
         return []
 
     tls_server.routes["/gpuclaim/prioritize"] = slow
@@ -178,3 +180,21 @@ def test_extender_configuration_errors_name_the_field() -> None:
     with pytest.raises(ExtenderConfigError, match=r"^extenders\[0\]\.urlPrefix: Required value"):
         ExtenderConfig.from_dict({})
     assert ExtenderConfig.from_dict({"urlPrefix": "http://x", "httpTimeout": "500ms"}).http_timeout == 0.5
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=8)
+KEYS = st.sampled_from(["urlPrefix", "filterVerb", "prioritizeVerb", "weight", "nodeCacheCapable", "ignorable",
+                        "enableHTTPS", "tlsConfig", "httpTimeout", "managedResources"])
+
+
+@given(st.dictionaries(KEYS, JSON, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_any_extender_entry_is_accepted_or_refused_with_its_field(raw: dict[str, Any]) -> None:
+    try:
+        config = ExtenderConfig.from_dict(raw)
+    except ExtenderConfigError as exc:
+        assert str(exc).startswith("extenders[0]")
+    else:
+        assert config.url_prefix == raw["urlPrefix"] and config.http_timeout > 0

@@ -142,7 +142,7 @@ async def test_timeout_seconds_bounds_the_call(cluster: Cluster, tls_server: Tls
     await install(cluster, tls_server, edit=one_second)
 
     async def slow(body: dict[str, Any]) -> dict[str, Any]:
-        await asyncio.sleep(5)
+        await asyncio.sleep(1.5)
         return allow(body)
 
     tls_server.routes["/mutate"] = slow
