@@ -32,7 +32,7 @@ async def server(tls_files: selfsigned.TlsFiles, config: Config) -> AsyncIterato
     logger.setLevel(logging.DEBUG)
     checks = StandInChecks()
     application = app.create_app(config, checks=checks, reloader=reloader_for(tls_files), time_limit=1.0)
-    runner, url = await start(application, tls_files)
+    runner, url = await start(application)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
     try:
         yield Server(url, application, session, checks, tls_files.ca_pem)

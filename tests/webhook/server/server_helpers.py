@@ -104,7 +104,7 @@ def client_ssl(tls_files: selfsigned.TlsFiles) -> ssl.SSLContext:
     return client_context(ca_pem=tls_files.ca_pem)  # as kube-apiserver with the caBundle
 
 
-async def start(app_: web.Application, tls_files: selfsigned.TlsFiles) -> tuple[web.AppRunner, str]:
+async def start(app_: web.Application) -> tuple[web.AppRunner, str]:
     reloader = app_[keys.RELOADER]
     runner = web.AppRunner(app_, handle_signals=False, access_log=None, shutdown_timeout=1.0)
     await runner.setup()

@@ -137,7 +137,7 @@ async def test_the_internal_error_policy_is_read_from_config(tls_files: Any) -> 
 
     config = make_config(internalErrorPolicy={"validate": "allow", "mutate": "deny"})
     application = app.create_app(config, checks=StandInChecks(), reloader=reloader_for(tls_files))
-    runner, url = await start(application, tls_files)
+    runner, url = await start(application)
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files))) as session:
             server = Server(url, application, session, None, tls_files.ca_pem)

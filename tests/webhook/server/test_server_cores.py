@@ -47,7 +47,7 @@ async def live(double: RunningDouble, tls_files: selfsigned.TlsFiles) -> AsyncIt
     application = app.create_app(make_config(), checks=admit.core_checks(own_namespace="gpuclaim"),
                                  reloader=reloader_for(tls_files),
                                  kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application, tls_files)
+    runner, url = await start(application)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
     try:
         server = Server(url, application, session, None, tls_files.ca_pem)

@@ -82,7 +82,7 @@ class _Thread:
     async def _main(self, tls_files: selfsigned.TlsFiles, checks: admit.Checks) -> None:
         self.stop = asyncio.Event()
         application = app.create_app(make_config(maxBodyBytes=4096), checks=checks, reloader=reloader_for(tls_files))
-        runner, url = await start(application, tls_files)
+        runner, url = await start(application)
         self.port = int(url.rsplit(":", 1)[1])
         self.ready.set()
         await self.stop.wait()

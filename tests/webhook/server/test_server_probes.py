@@ -37,7 +37,7 @@ async def test_readyz_follows_the_cluster_view_from_unsynced_to_synced(
     double = await serve(store=Store(), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
     application = app.create_app(make_config(), checks=StandInChecks(), reloader=reloader_for(tls_files),
                                  kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application, tls_files)
+    runner, url = await start(application)
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files))) as session:
             for _ in range(100):
@@ -62,7 +62,7 @@ async def test_readyz_reports_an_unreachable_cluster_as_not_synced(
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url="https://127.0.0.1:9", ca_pem=tls_files.ca_pem)
     application = app.create_app(make_config(), checks=StandInChecks(), reloader=reloader_for(tls_files),
                                  kube_config=kube_config.from_kubeconfig(kubeconfig))
-    runner, url = await start(application, tls_files)
+    runner, url = await start(application)
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files))) as session:
             async with session.get(url + "/readyz") as response:
