@@ -36,8 +36,9 @@ import orjson
 
 from certs.context import client_context
 from e2e.apiserver import errors
+from e2e.apiserver import webhook_wire as wire
 from e2e.apiserver.admission import AdmissionAttributes
-from e2e.apiserver.resources import BY_KEY, ResourceType
+from e2e.apiserver.resources import BY_KEY
 from e2e.apiserver.store import Store
 
 Obj = dict[str, Any]
@@ -60,14 +61,10 @@ class RequestContext:
     warnings: list[str] = field(default_factory=list)
 
 
+warning_header = wire.warning_header  # the app writes the chain's warnings with it
+
 CURRENT: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar("gpuclaim_double_request",
                                                                                default=None)
-
-
-def warning_header(text: str) -> str:
-    """RFC 7234 warn-value as kube-apiserver writes it: code 299, agent "-", quoted and escaped text."""
-    cleaned = "".join(c if c.isprintable() else " " for c in text)
-    return '299 - "' + cleaned.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,74 +75,6 @@ class AuditRecord:
     namespace: str
     name: str
     annotations: Mapping[str, str]
-
-
-class _CallError(Exception):
-    """kube-apiserver's ErrCallingWebhook: the webhook could not be used; failurePolicy decides."""
-
-    def __init__(self, hook: str, reason: str) -> None:
-        super().__init__(f'failed calling webhook "{hook}": {reason}')
-
-
-@dataclass(frozen=True, slots=True)
-class _Hook:
-    config: str
-    spec: Obj
-    mutating: bool
-
-    @property
-    def name(self) -> str:
-        return str(self.spec.get("name", ""))
-
-    @property
-    def fail_closed(self) -> bool:
-        return self.spec.get("failurePolicy", "Fail") != "Ignore"
-
-
-def _internal(exc: Exception) -> errors.ApiError:
-    message = str(exc)
-    return errors.ApiError(500, f"Internal error occurred: {message}",
-                           details={"causes": [{"message": message}]})
-
-
-def _rule_matches(rule: Obj, op: str, rt: ResourceType, sub: str | None, namespace: str) -> bool:
-    def has(values: Any, value: str) -> bool:
-        return isinstance(values, list) and ("*" in values or value in values)
-
-    if not (has(rule.get("operations"), op) and has(rule.get("apiGroups"), rt.group)
-            and has(rule.get("apiVersions"), rt.version)):
-        return False
-    scope = rule.get("scope", "*")
-    if (scope == "Cluster" and namespace) or (scope == "Namespaced" and not namespace):
-        return False
-    for entry in rule.get("resources") or ():
-        res, _, want_sub = str(entry).partition("/")
-        if entry == "*/*" or (entry == "*" and not sub):
-            return True
-        if (res in ("*", rt.plural)) and (want_sub == (sub or "") or (want_sub == "*" and sub)):
-            return True
-    return False
-
-
-def _selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
-    """A metav1.LabelSelector; an empty or missing one selects everything."""
-    if not selector:
-        return True
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for req in selector.get("matchExpressions") or ():
-        key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
-        present = key in labels
-        if ((op == "In" and (not present or labels[key] not in values))
-                or (op == "NotIn" and present and labels[key] in values)
-                or (op == "Exists" and not present) or (op == "DoesNotExist" and present)):
-            return False
-    return True
-
-
-def _labels(obj: Obj | None) -> Mapping[str, str]:
-    return ((obj or {}).get("metadata") or {}).get("labels") or {}
 
 
 class WebhookAdmission:
@@ -201,7 +130,7 @@ class WebhookAdmission:
                 raise outcome
 
     # ---- selection -----------------------------------------------------------------------------------------
-    def _hooks(self, key: str, attrs: AdmissionAttributes, *, mutating: bool) -> list[_Hook]:
+    def _hooks(self, key: str, attrs: AdmissionAttributes, *, mutating: bool) -> list[wire.Hook]:
         if self.store is None or attrs.resource.plural in _EXEMPT:
             return []
         context = CURRENT.get()
@@ -210,33 +139,33 @@ class WebhookAdmission:
         out = []
         for config in sorted(configs, key=lambda c: c["metadata"]["name"]):
             for spec in config.get("webhooks") or ():
-                if any(_rule_matches(rule, attrs.operation, attrs.resource, sub, attrs.namespace)
+                if any(wire.rule_matches(rule, attrs.operation, attrs.resource, sub, attrs.namespace)
                        for rule in spec.get("rules") or ()) and self._selected(spec, attrs):
-                    out.append(_Hook(config["metadata"]["name"], spec, mutating))
+                    out.append(wire.Hook(config["metadata"]["name"], spec, mutating))
         return out
 
     def _selected(self, spec: Obj, attrs: AdmissionAttributes) -> bool:
         if attrs.resource.plural == "namespaces":
-            ns_labels = {**_labels(attrs.obj), "kubernetes.io/metadata.name": attrs.name}
+            ns_labels = {**wire.labels_of(attrs.obj), "kubernetes.io/metadata.name": attrs.name}
         elif attrs.namespace and self.store is not None:
             try:
-                ns_labels = _labels(self.store.get(BY_KEY["/v1/namespaces"], "", attrs.namespace))
+                ns_labels = wire.labels_of(self.store.get(BY_KEY["/v1/namespaces"], "", attrs.namespace))
             except errors.ApiError:
                 ns_labels = {}
             # kube-apiserver sets this label on every namespace (1.22+); the charts select on it
             ns_labels = {**ns_labels, "kubernetes.io/metadata.name": attrs.namespace}
         else:
             ns_labels = None  # other cluster-scoped objects: the namespaceSelector never skips the webhook
-        if ns_labels is not None and not _selector_matches(spec.get("namespaceSelector"), ns_labels):
+        if ns_labels is not None and not wire.selector_matches(spec.get("namespaceSelector"), ns_labels):
             return False
         selector = spec.get("objectSelector")
         if not selector:
             return True
         new = None if attrs.operation == "DELETE" else attrs.obj
-        return ((new is not None and _selector_matches(selector, _labels(new)))
-                or (attrs.old is not None and _selector_matches(selector, _labels(attrs.old))))
+        return ((new is not None and wire.selector_matches(selector, wire.labels_of(new)))
+                or (attrs.old is not None and wire.selector_matches(selector, wire.labels_of(attrs.old))))
 
-    def _conditions_hold(self, hook: _Hook, request: Obj) -> bool:
+    def _conditions_hold(self, hook: wire.Hook, request: Obj) -> bool:
         """False: skip the webhook. Any false condition wins over errors; errors follow failurePolicy."""
         failures = []
         activation = {"object": celpy.json_to_cel(request.get("object")),
@@ -255,7 +184,8 @@ class WebhookAdmission:
             elif not value:
                 return False
         if failures and hook.fail_closed:
-            raise _internal(_CallError(hook.name, "failed to evaluate matchConditions: " + "; ".join(failures)))
+            reason = "failed to evaluate matchConditions: " + "; ".join(failures)
+            raise wire.internal_error(wire.CallError(hook.name, reason))
         return not failures
 
     def _program(self, expression: str) -> Any:
@@ -287,7 +217,7 @@ class WebhookAdmission:
             del request["namespace"]
         return request
 
-    async def _call_mutating(self, hook: _Hook, request: Obj, obj: Obj, annotations: dict[str, str],
+    async def _call_mutating(self, hook: wire.Hook, request: Obj, obj: Obj, annotations: dict[str, str],
                              round_no: int, index: int) -> Obj:
         request = {**request, "object": obj, "uid": str(uuid.uuid4())}
         response = await self._call(hook, request)
@@ -300,20 +230,20 @@ class WebhookAdmission:
                 patched = jsonpatch.JsonPatch(ops).apply(copy.deepcopy(obj))
             except (binascii.Error, ValueError, TypeError, jsonpatch.JsonPatchException,
                     jsonpatch.JsonPointerException) as exc:
-                raise _internal(exc) from None
+                raise wire.internal_error(exc) from None
             if not isinstance(patched, dict):
-                raise _internal(ValueError("the patched object is not a JSON object"))
+                raise wire.internal_error(ValueError("the patched object is not a JSON object"))
         annotations[f"mutation.webhook.admission.k8s.io/round_{round_no}_index_{index}"] = orjson.dumps(
             {"configuration": hook.config, "webhook": hook.name, "mutated": patched != obj}).decode()
         self._annotate(hook, response, annotations)
         return patched
 
-    async def _call_validating(self, hook: _Hook, request: Obj, annotations: dict[str, str]) -> None:
+    async def _call_validating(self, hook: wire.Hook, request: Obj, annotations: dict[str, str]) -> None:
         response = await self._call(hook, {**request, "uid": str(uuid.uuid4())})
         if response is not None:
             self._annotate(hook, response, annotations)
 
-    async def _call(self, hook: _Hook, request: Obj) -> Obj | None:
+    async def _call(self, hook: wire.Hook, request: Obj) -> Obj | None:
         """The verified response of an allowing webhook; None when the webhook was skipped or ignored."""
         if not self._conditions_hold(hook, request):
             return None
@@ -321,18 +251,18 @@ class WebhookAdmission:
             raise errors.ApiError(400, f'admission webhook "{hook.name}" does not support dry run')
         try:
             response = await self._post(hook, request)
-        except _CallError as exc:
+        except wire.CallError as exc:
             if hook.fail_closed:
-                raise _internal(exc) from None
+                raise wire.internal_error(exc) from None
             return None
         context = CURRENT.get()
         if context is not None:
             context.warnings.extend(str(w) for w in response.get("warnings") or ())
         if not response.get("allowed"):
-            raise _denial(hook.name, response.get("status"))
+            raise wire.denial(hook.name, response.get("status"))
         return response
 
-    async def _post(self, hook: _Hook, request: Obj) -> Obj:
+    async def _post(self, hook: wire.Hook, request: Obj) -> Obj:
         url, connect, server_name, ca_bundle = self._endpoint(hook)
         timeout = int(hook.spec.get("timeoutSeconds", 10))
         sep = "&" if "?" in url else "?"
@@ -349,22 +279,23 @@ class WebhookAdmission:
                 raw = await reply.read()
                 status = reply.status
         except TimeoutError:
-            raise _CallError(hook.name, f'failed to call webhook: Post "{shown}": context deadline exceeded') from None
+            raise wire.CallError(hook.name,
+                                 f'failed to call webhook: Post "{shown}": context deadline exceeded') from None
         except (aiohttp.ClientError, OSError, ValueError) as exc:
-            raise _CallError(hook.name, f'failed to call webhook: Post "{shown}": {exc}') from None
+            raise wire.CallError(hook.name, f'failed to call webhook: Post "{shown}": {exc}') from None
         if status != 200:
-            raise _CallError(hook.name, f"failed to call webhook: an error on the server "
+            raise wire.CallError(hook.name, f"failed to call webhook: an error on the server "
                                         f"({raw[:200].decode(errors='replace')!r}) has prevented the request from "
                                         f"succeeding (status {status})")
-        return _verified(hook, request["uid"], raw)
+        return wire.verified_response(hook, request["uid"], raw)
 
-    def _endpoint(self, hook: _Hook) -> tuple[str, str, str | None, bytes | None]:
+    def _endpoint(self, hook: wire.Hook) -> tuple[str, str, str | None, bytes | None]:
         """(URL as shown in messages, URL connected to, TLS server name, CA bundle PEM)."""
         client = hook.spec.get("clientConfig") or {}
         try:
             ca = base64.b64decode(client["caBundle"], validate=True) if client.get("caBundle") else None
         except (binascii.Error, ValueError):
-            raise _CallError(hook.name, "clientConfig.caBundle: not valid base64") from None
+            raise wire.CallError(hook.name, "clientConfig.caBundle: not valid base64") from None
         if client.get("url"):
             return client["url"], client["url"], None, ca
         service = client.get("service") or {}
@@ -374,7 +305,7 @@ class WebhookAdmission:
         key = f"{service.get('namespace')}/{service.get('name')}:{port}"
         target = self.services.get(key)
         if target is None:
-            raise _CallError(hook.name, f'failed to call webhook: service "{key}" has no endpoint '
+            raise wire.CallError(hook.name, f'failed to call webhook: service "{key}" has no endpoint '
                                         "(add it to the double's webhook service table)")
         return f"https://{host}:{port}{path}", f"https://{target}{path}", host, ca
 
@@ -388,7 +319,7 @@ class WebhookAdmission:
 
     # ---- audit ---------------------------------------------------------------------------------------------
     @staticmethod
-    def _annotate(hook: _Hook, response: Obj, annotations: dict[str, str]) -> None:
+    def _annotate(hook: wire.Hook, response: Obj, annotations: dict[str, str]) -> None:
         for key, value in (response.get("auditAnnotations") or {}).items():
             annotations[f"{hook.name}/{key}"] = str(value)
 
@@ -396,54 +327,6 @@ class WebhookAdmission:
         if annotations:
             self.audit.append(AuditRecord(request["uid"], request["operation"], request["resource"]["resource"],
                                           request.get("namespace", ""), request["name"], dict(annotations)))
-
-
-def _verified(hook: _Hook, uid: str, raw: bytes) -> Obj:
-    """kube-apiserver's VerifyAdmissionResponse, with its messages."""
-    def invalid(reason: str) -> _CallError:
-        return _CallError(hook.name, f"received invalid webhook response: {reason}")
-
-    try:
-        review = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise invalid(f"the response is not JSON: {exc}") from None
-    if not isinstance(review, dict) or not isinstance(review.get("response"), dict):
-        raise invalid("webhook response was absent")
-    if (review.get("apiVersion"), review.get("kind")) != ("admission.k8s.io/v1", "AdmissionReview"):
-        raise invalid("expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got "
-                      f"{review.get('apiVersion')}, Kind={review.get('kind')}")
-    response: Obj = review["response"]
-    if response.get("uid") != uid:
-        raise invalid(f'expected response.uid="{uid}", got "{response.get("uid", "")}"')
-    patch, patch_type = response.get("patch"), response.get("patchType")
-    if hook.mutating and patch and not patch_type:
-        raise invalid("webhook returned response.patch but not response.patchType")
-    if hook.mutating and patch_type and not patch:
-        raise invalid("webhook returned response.patchType but not response.patch")
-    if not hook.mutating and patch:
-        raise invalid("validating webhook may not return response.patch")
-    if not hook.mutating and patch_type:
-        raise invalid("validating webhook may not return response.patchType")
-    if patch_type and patch_type != "JSONPatch":
-        raise invalid(f'unsupported patch type "{patch_type}"')
-    return response
-
-
-def _denial(hook: str, status: Any) -> errors.ApiError:
-    """webhookerrors.ToStatusErr: code below 400 becomes 400; the message names the webhook."""
-    status = status if isinstance(status, dict) else {}
-    denied = f'admission webhook "{hook}" denied the request'
-    code = int(status.get("code") or 0)
-    reason = str(status.get("reason") or "")
-    if status.get("message"):
-        message = f"{denied}: {status['message']}"
-    elif reason:
-        message = f"{denied}: {reason}"
-    else:
-        message = f"{denied} without explanation"
-    exc = errors.ApiError(max(code, 400), message, details=status.get("details"))
-    exc.reason = reason  # kube-apiserver passes the webhook's reason through, empty included
-    return exc
 
 
 def _hide_server_fields(attrs: AdmissionAttributes) -> tuple[Obj, Obj]:
