@@ -4,7 +4,9 @@ The pod: a trainer with `nvidia.com/gpu: 2` (topology firstAvailable + constrain
 exporter with `nvidia.com/gpu: 1`, CPU/memory limits kept, a GFD product nodeSelector migrated into a
 selector; DeviceClasses are the NVIDIA classes of the test fixtures. Each round converts a fresh
 pod object (as the webhook would after decoding the review) and serialises the patch with orjson.
-Figures: ``conversions_per_s`` (best of the rounds, one core), ``us_per_conversion``, ``patch_bytes``.
+Figures: ``conversions_per_s`` (best round, by the process's CPU time: one core, and not skewed when the
+machine is shared), ``wall_conversions_per_s`` (the same round by the wall clock), ``us_per_conversion``,
+``patch_bytes``.
 """
 
 from __future__ import annotations
@@ -58,16 +60,19 @@ def run(args: Namespace) -> dict[str, Any]:
     pods = [copy.deepcopy(POD) for _ in range(n)]  # outside the timing: decoding is the webhook's cost
     first = convert_pod(POD, config=config, device_classes=classes)
     assert first.patch and not first.refusals, first
-    best = float("inf")
+    best, best_wall = float("inf"), float("inf")
     for r in range(rounds):
-        start = time.perf_counter()
+        cpu, wall = time.process_time(), time.perf_counter()
         for pod in pods:
             orjson.dumps(convert_pod(pod, config=config, device_classes=classes).patch)
-        elapsed = time.perf_counter() - start
-        best = min(best, elapsed)
-        print(f"round {r + 1}/{rounds}: {n / elapsed:,.0f} conversions/s", file=sys.stderr)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        if cpu < best:
+            best, best_wall = cpu, wall
+        print(f"round {r + 1}/{rounds}: {n / cpu:,.0f} conversions per CPU second ({n / wall:,.0f}/s wall)",
+              file=sys.stderr)
     return {
         "conversions_per_s": round(n / best),
+        "wall_conversions_per_s": round(n / best_wall),
         "us_per_conversion": round(best / n * 1e6, 1),
         "pods_per_round": n,
         "rounds": rounds,
