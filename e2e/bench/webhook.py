@@ -108,6 +108,9 @@ def echo_main(cert: str, key: str) -> None:
 # ---- load generation ---------------------------------------------------------------------------------------------
 
 
+REQUESTS = [0]  # requests completed by closed loops, for the CPU-per-request figures
+
+
 async def _closed_loop(session: aiohttp.ClientSession, url: str, body: Callable[[int], bytes], *, concurrency: int,
                        seconds: float, check: Callable[[int, bytes], None]) -> float:
     """Requests per second with `concurrency` requests always in flight."""
@@ -122,6 +125,7 @@ async def _closed_loop(session: aiohttp.ClientSession, url: str, body: Callable[
                                     headers={"Content-Type": "application/json"}) as response:
                 check(response.status, await response.read())
             done += 1
+            REQUESTS[0] += 1
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -150,6 +154,20 @@ async def _fixed_rate(session: aiohttp.ClientSession, url: str, body: Callable[[
         tasks.append(asyncio.create_task(one(i)))
     await asyncio.gather(*tasks)
     return latencies
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process used so far (Linux /proc): per-request cost independent of how busy
+    the machine is, unlike requests per second."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _measured(pid: int, run: Callable[[], Any], count: Callable[[], int]) -> tuple[Any, float]:
+    """Run a phase; return its result and the server's CPU milliseconds per request in it."""
+    before, n0 = _cpu_seconds(pid), count()
+    result = await run()
+    return result, (_cpu_seconds(pid) - before) * 1000 / max(1, count() - n0)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -247,10 +265,12 @@ async def _bench(quick: bool) -> dict[str, Any]:
                                 "--tls-cert", str(tls.cert_path), "--tls-key", str(tls.key_path),
                                 stderr=True) as webhook:
                 url = await _serving_url(webhook)
-                return await _drive(url, echo_url, tls.ca_pem, seconds=seconds, concurrency=concurrency)
+                return await _drive(url, echo_url, tls.ca_pem, seconds=seconds, concurrency=concurrency,
+                                    pids=(webhook.pid, echo.pid))
 
 
-async def _drive(url: str, echo_url: str, ca_pem: bytes, *, seconds: float, concurrency: int) -> dict[str, Any]:
+async def _drive(url: str, echo_url: str, ca_pem: bytes, *, seconds: float, concurrency: int,
+                 pids: tuple[int, int]) -> dict[str, Any]:
     context = client_context(ca_pem=ca_pem)
     connector = aiohttp.TCPConnector(ssl=context, limit=concurrency, keepalive_timeout=60)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -260,17 +280,20 @@ async def _drive(url: str, echo_url: str, ca_pem: bytes, *, seconds: float, conc
                            seconds=1.0, check=_expect("mutate", patch=True))
         mutate_body: Callable[[int], bytes] = lambda i: pod_review(f"m-{i}")  # noqa: E731
         _progress(f"mutate closed loop, {concurrency} in flight, {seconds:g}s")
-        mutate_rps = await _closed_loop(session, url + "/mutate", mutate_body, concurrency=concurrency,
-                                        seconds=seconds, check=_expect("mutate", patch=True))
+        mutate_rps, mutate_cpu = await _measured(pids[0], lambda: _closed_loop(
+            session, url + "/mutate", mutate_body, concurrency=concurrency, seconds=seconds,
+            check=_expect("mutate", patch=True)), lambda: REQUESTS[0])
         _progress("mutate at a fixed 200/s")
         latencies = await _fixed_rate(session, url + "/mutate", mutate_body, rate=200, seconds=seconds,
                                       check=_expect("mutate", patch=True))
         _progress("validate closed loop")
-        validate_rps = await _closed_loop(session, url + "/validate", lambda i: claim_review(f"v-{i}"),
-                                          concurrency=concurrency, seconds=seconds, check=_expect("validate"))
+        validate_rps, validate_cpu = await _measured(pids[0], lambda: _closed_loop(
+            session, url + "/validate", lambda i: claim_review(f"v-{i}"), concurrency=concurrency,
+            seconds=seconds, check=_expect("validate")), lambda: REQUESTS[0])
         _progress("echo closed loop")
-        echo_rps = await _closed_loop(session, echo_url + "/echo", mutate_body, concurrency=concurrency,
-                                      seconds=seconds, check=_expect("echo"))
+        echo_rps, echo_cpu = await _measured(pids[1], lambda: _closed_loop(
+            session, echo_url + "/echo", mutate_body, concurrency=concurrency, seconds=seconds,
+            check=_expect("echo")), lambda: REQUESTS[0])
     return {
         "mutate_rps": round(mutate_rps, 1),
         "mutate_p50_ms": round(_percentile(latencies, 0.50) * 1000, 3),
@@ -278,6 +301,11 @@ async def _drive(url: str, echo_url: str, ca_pem: bytes, *, seconds: float, conc
         "validate_rps": round(validate_rps, 1),
         "echo_rps": round(echo_rps, 1),
         "ratio_to_echo": round(mutate_rps / echo_rps, 3),
+        # server CPU per request: what a dedicated core would sustain, whatever else the machine runs
+        "mutate_cpu_ms": round(mutate_cpu, 3),
+        "validate_cpu_ms": round(validate_cpu, 3),
+        "echo_cpu_ms": round(echo_cpu, 3),
+        "cpu_ratio_to_echo": round(echo_cpu / mutate_cpu, 3) if mutate_cpu else None,
         "inputs": {"seconds_per_phase": seconds, "concurrency": concurrency, "fixed_rate_per_s": 200,
                    "latency_samples": len(latencies), "mutate_body_bytes": len(pod_review("m-0")),
                    "validate_body_bytes": len(claim_review("v-0")),
