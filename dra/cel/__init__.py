@@ -1,7 +1,7 @@
 """The Kubernetes 1.34 DRA CEL environment on cel-python's grammar: checker, cost estimator, compiler.
 
-Public API: :func:`compile_selector`, :class:`CompiledSelector`, :class:`SelectorCache`,
-:func:`match_devices`, :func:`evaluate_expression`, :class:`CelCompileError`, :class:`CelRuntimeError`.
+Public API: :func:`compile_selector`, :class:`CompiledSelector`, :class:`SelectorCache`, :func:`match_devices`,
+:func:`projection`, :func:`evaluate_expression`, :class:`CelCompileError`, :class:`CelRuntimeError`.
 """
 
 from dra.cel.api import (
@@ -18,6 +18,7 @@ from dra.cel.api import (
     compile_uncached,
     evaluate_expression,
     match_devices,
+    projection,
 )
 from dra.cel.errors import CelCompileError, CelRuntimeError
 from dra.cel.reads import Read
@@ -25,5 +26,5 @@ from dra.cel.reads import Read
 __all__ = [
     "DEFAULT_CACHE", "MAX_COST", "MAX_LENGTH", "CelCompileError", "CelRuntimeError", "CompiledSelector", "Device",
     "Mode", "Outcome", "PlainDevice", "Read", "SelectorCache", "compile_selector", "compile_uncached",
-    "evaluate_expression", "match_devices",
+    "evaluate_expression", "match_devices", "projection",
 ]

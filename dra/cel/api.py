@@ -170,7 +170,7 @@ def _projector(rs: frozenset[reads.Read]) -> Any:
     parts = ["d"] if any(r.kind == "driver" for r in items) else []
     if any(r.kind == "allowMultipleAllocations" for r in items):
         parts.append("bool(getattr(device, 'allow_multiple_allocations', False))")
-    consts: dict[str, Any] = {"_A": _ABSENT, "_domain_items": _domain_items}
+    consts: dict[str, Any] = {"_A": _ABSENT, "_Q": Quantity, "_domain_items": _domain_items}
     for n, r in enumerate(items):
         src = "a" if r.kind == "attribute" else "c"
         if r.name is not None:
@@ -180,7 +180,13 @@ def _projector(rs: frozenset[reads.Read]) -> Any:
                 f"    if v{n} is _A and d == m{n}:",
                 f"        v{n} = {src}.get(n{n}, _A)",
             ]
-            parts += [f"v{n}", f"v{n}.__class__"]
+            if r.kind == "capacity":
+                # A Quantity hashes through Fraction.__hash__ (a modular inverse, ~1.6 us); its reduced
+                # ratio is equal exactly when the values are, and hashes as two ints.
+                lines.append(f"    q{n} = v{n}.value.as_integer_ratio() if v{n}.__class__ is _Q else v{n}")
+                parts += [f"q{n}", f"v{n}.__class__"]
+            else:
+                parts += [f"v{n}", f"v{n}.__class__"]
             if "d" not in parts:
                 parts.insert(0, "d")  # the driver decides what an unqualified name means
         elif r.domain is not None:
@@ -190,6 +196,15 @@ def _projector(rs: frozenset[reads.Read]) -> Any:
     namespace: dict[str, Any] = dict(consts)
     exec("\n".join(lines), namespace)
     return namespace["key"]
+
+
+def projection(selectors: Iterable[CompiledSelector]) -> Any:
+    """A function device -> hashable key of what any of ``selectors`` reads: two devices with equal keys get
+    the same outcome from every one of them (and so from the chain), whatever else they carry."""
+    union: frozenset[reads.Read] = frozenset().union(*(s.reads for s in selectors))
+    if any(r.domain is None and r.kind in ("attribute", "capacity") for r in union):
+        return _everything
+    return _projector(union)
 
 
 def _domain_items(source: Mapping[str, Any], driver: str, domain: str) -> tuple[Any, ...]:

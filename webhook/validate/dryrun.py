@@ -8,9 +8,8 @@ stopping at the first false or error, like the allocator). Findings:
 - no device matches; no single node offers ``count`` matching devices; a ``matchAttribute`` that none of
   the matching devices has (``validation.noMatch``, warn by default).
 
-The per-device work is the CEL engine's (:func:`dra.cel.match_devices`, cached by device and by projection);
-everything here runs over distinct outcomes or through C-level iteration, so a repeat costs a few sweeps
-over the device list.
+The per-device work is done once per (selector chain, slice) by :mod:`.segments` (identical slices share it);
+everything here sums per-slice summaries, so after a slice change only that slice's devices cost anything.
 """
 
 from __future__ import annotations
@@ -18,20 +17,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import attrgetter
 
 from dra import api, cel
 from dra.fieldpath import Path
 
 from . import messages
 from .inventory import DeviceIndex
+from .segments import ALL_NODES, MATCHED, SliceSummary
 from .verdict import Findings
 
 __all__ = ["Modes", "Result", "check_class", "match_alternative", "report_alternative"]
-
-_matched = attrgetter("matched")
-
 
 @dataclass(frozen=True, slots=True)
 class Modes:
@@ -42,17 +37,17 @@ class Modes:
 @dataclass(slots=True)
 class _ErrorGroup:
     count: int
-    example: int  # device index
+    example: api.Device
     message: str
 
 
 @dataclass(slots=True)
 class Result:
-    """One selector chain over the index, summarised by distinct outcome."""
+    """One selector chain over the index, summed from the per-slice summaries (identical slices share one)."""
 
     index: DeviceIndex
     chain: Sequence[cel.CompiledSelector]
-    outcomes: list[cel.Outcome]
+    summaries: list[SliceSummary]  # per segment of the index
     n_class: int  # how many selectors of the chain come from the class
     matched: int = 0
     rejected: Counter[int] = field(default_factory=Counter)  # selector index -> devices it said false on
@@ -62,38 +57,37 @@ class Result:
     @classmethod
     def run(cls, index: DeviceIndex, chain: Sequence[cel.CompiledSelector], n_class: int) -> Result:
         """The summary for this chain, computed once per index (compiled selectors are cached objects)."""
-        result: Result = index.remember((n_class, *chain), lambda: cls._run(index, chain, n_class))
+        key = (n_class, *chain)
+        result: Result = index.remember(key, lambda: cls._run(index, tuple(chain), n_class))
         return result
 
     @classmethod
-    def _run(cls, index: DeviceIndex, chain: Sequence[cel.CompiledSelector], n_class: int) -> Result:
-        outcomes = cel.match_devices(chain, index.devices)
-        result = cls(index, chain, outcomes, n_class)
-        ids = list(map(id, outcomes))
-        counts = Counter(ids)
-        where = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1), strict=True))  # first occurrence wins
-        for key, count in counts.items():
-            outcome = outcomes[where[key]]
-            if outcome.matched:
-                result.matched += count
-            elif outcome.error is not None and outcome.selector_index is not None:
-                group = result.errors.get(outcome.selector_index)
+    def _run(cls, index: DeviceIndex, chain: tuple[cel.CompiledSelector, ...], n_class: int) -> Result:
+        summaries = index.summaries.summarise(index.segments, chain)
+        result = cls(index, chain, summaries, n_class)
+        for summary, count in Counter(summaries).items():  # by identity: a fleet has a few distinct summaries
+            result.matched += summary.matched * count
+            for selector_index, rejected in summary.rejected:
+                result.rejected[selector_index] += rejected * count
+            for selector_index, failed, _, _ in summary.errors:
+                group = result.errors.get(selector_index)
                 if group is None:
-                    result.errors[outcome.selector_index] = _ErrorGroup(count, where[key], outcome.error)
+                    result.errors[selector_index] = _ErrorGroup(failed * count, _NO_DEVICE, "")
                 else:
-                    group.count += count
-            elif outcome.selector_index is not None:
-                result.rejected[outcome.selector_index] += count
+                    group.count += failed * count
+        if result.errors:
+            _first_examples(result)
         return result
 
     def matching_devices(self) -> list[api.Device]:
-        return list(compress(self.index.devices, map(_matched, self.outcomes)))
+        return [d for segment, summary in zip(self.index.segments, self.summaries, strict=True) if summary.matched
+                for d, stop in zip(segment.devices, summary.stops, strict=True) if stop == MATCHED]
 
     def admitted_by_class(self) -> list[api.Device]:
         """Devices every class selector accepted (whatever the request's selectors said)."""
         n = self.n_class
-        return [d for d, o in zip(self.index.devices, self.outcomes, strict=True)
-                if o.matched or (o.selector_index is not None and o.selector_index >= n)]
+        return [d for segment, summary in zip(self.index.segments, self.summaries, strict=True)
+                for d, stop in zip(segment.devices, summary.stops, strict=True) if stop == MATCHED or stop >= n]
 
     def best_node(self) -> tuple[int, str]:
         """The most matching devices usable on one node, and where."""
@@ -102,14 +96,37 @@ class Result:
         return self._best
 
     def _best_node(self) -> tuple[int, str]:
-        per_scope = Counter(compress(self.index.scopes, map(_matched, self.outcomes)))
-        names = self.index.scope_names
-        everywhere = sum(n for s, n in per_scope.items() if names[s] == "all nodes")
-        best, where = everywhere, "all nodes"
-        for s, n in per_scope.items():
-            if names[s] != "all nodes" and n + everywhere > best:
-                best, where = n + everywhere, names[s]
+        per_scope: Counter[tuple[str, bool]] = Counter()
+        for segment, summary in zip(self.index.segments, self.summaries, strict=True):
+            if not summary.matched:
+                continue
+            if segment.scope is not None:
+                per_scope[segment.scope] += summary.matched
+            else:
+                per_scope.update(s for s, stop in zip(segment.scopes, summary.stops, strict=True) if stop == MATCHED)
+        everywhere = per_scope.get((ALL_NODES, False), 0)
+        best, where = everywhere, ALL_NODES
+        for (name, _), n in per_scope.items():
+            if name != ALL_NODES and n + everywhere > best:
+                best, where = n + everywhere, name
         return best, where
+
+
+def _first_examples(result: Result) -> None:
+    """Each error group's example and message: the first failing device in index order, as the allocator
+    would meet it."""
+    missing = set(result.errors)
+    for segment, summary in zip(result.index.segments, result.summaries, strict=True):
+        for selector_index, _, first, message in summary.errors:
+            if selector_index in missing:
+                group = result.errors[selector_index]
+                group.example, group.message = segment.devices[first], message
+                missing.discard(selector_index)
+        if not missing:
+            return
+
+
+_NO_DEVICE = api.Device(name="", driver="", pool="", attributes={}, capacity={})
 
 
 def match_alternative(
@@ -127,7 +144,7 @@ def report_alternative(
     n_class = result.n_class
     total = len(result.index)
     for selector_index, group in sorted(result.errors.items()):
-        device = result.index.devices[group.example]
+        device = group.example
         if selector_index < n_class:
             findings.warn(
                 alt.path.child("deviceClassName"),
@@ -218,7 +235,7 @@ def check_class(
     result = Result.run(index, compiled, 0)
     for k, group in sorted(result.errors.items()):
         selector = device_class.selectors[k]
-        device = index.devices[group.example]
+        device = group.example
         hint = messages.guard_hint(group.message, compiled[k])
         findings.report(
             modes.runtime_error, selector.path, selector.expression,

@@ -1,8 +1,8 @@
 """What the checks need to know about the cluster, as a narrow Protocol, and the offline implementation.
 
-- :class:`DeviceIndex`: the parsed devices (newest pool generation only, slice order then device order) with
-  the node scope each is usable in. Immutable: a new index is built when slices change, and the CEL engine's
-  per-device outcome cache stays valid because unchanged devices are the same objects.
+- :class:`DeviceIndex`: the parsed devices (newest pool generation only, slice order then device order), one
+  segment per slice with the node scope of each device. Immutable: a new index is built when slices change;
+  it keeps the segments of unchanged slices, and the dry-run summaries remembered on them.
 - :data:`UNKNOWN`: the answer when the inventory cannot know (``gpuclaim lint`` without ``--slices``, a
   template the live cache does not watch). Checks that would need the answer are skipped, never guessed.
 
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from dra import api
 
-__all__ = ["UNKNOWN", "DeviceIndex", "Inventory", "OfflineInventory", "Unknown"]
+from .segments import ALL_NODES, Segment, SummaryCache
+
+__all__ = ["ALL_NODES", "UNKNOWN", "DeviceIndex", "Inventory", "OfflineInventory", "Unknown"]
 
 
 class Unknown:
@@ -37,25 +38,34 @@ class Unknown:
 
 
 UNKNOWN: Final = Unknown()
-ALL_NODES = "all nodes"
 
 
-@dataclass(frozen=True, slots=True)
 class DeviceIndex:
-    """Devices and where they are usable: ``scopes[i]`` indexes ``scope_names`` for ``devices[i]``.
+    """The devices of the current slices, as :class:`~webhook.validate.segments.Segment` s (one per slice,
+    ordered by driver, pool and slice name).
 
-    A scope is a node name, ``all nodes``, or ``nodes selected by ResourceSlice <name>``; ``single_node[s]``
-    says whether scope ``s`` is one named node (the count check adds ``all nodes`` devices to each of those).
+    ``summaries`` is the per-chain cache the dry-run reads through; an inventory passes the same one to each
+    index it builds (and ``previous=`` to :meth:`build`), so a slice change costs only that slice's devices.
     """
 
-    devices: list[api.Device]
-    scopes: list[int]
-    scope_names: tuple[str, ...]
-    single_node: tuple[bool, ...]
-    # Dry-run results by selector chain: valid exactly as long as this index (devices are immutable, and a
-    # change of the inventory builds a new index). Owned here so that it dies with the index.
-    memo: OrderedDict[Any, Any] = field(default_factory=OrderedDict, compare=False, repr=False)
+    __slots__ = ("_devices", "memo", "segments", "summaries", "total")
     MEMO_SIZE = 32
+
+    def __init__(self, segments: Iterable[Segment], summaries: SummaryCache | None = None) -> None:
+        self.segments: tuple[Segment, ...] = tuple(segments)
+        self.summaries = summaries if summaries is not None else SummaryCache()
+        self.total = sum(map(len, self.segments))
+        self._devices: list[api.Device] | None = None
+        # Dry-run results by selector chain: valid exactly as long as this index (segments are immutable, and
+        # a change of the inventory builds a new index). Owned here so that it dies with the index.
+        self.memo: OrderedDict[Any, Any] = OrderedDict()
+
+    @property
+    def devices(self) -> list[api.Device]:
+        """Every device, segment after segment (built on first use: only reports need the flat list)."""
+        if self._devices is None:
+            self._devices = [d for segment in self.segments for d in segment.devices]
+        return self._devices
 
     def remember(self, key: Any, compute: Any) -> Any:
         found = self.memo.get(key)
@@ -68,45 +78,22 @@ class DeviceIndex:
         return found
 
     @classmethod
-    def build(cls, slices: Iterable[api.ResourceSlice]) -> DeviceIndex:
+    def build(cls, slices: Iterable[api.ResourceSlice], *, previous: DeviceIndex | None = None) -> DeviceIndex:
+        """An index over the newest generation of each pool; segments of ``previous`` whose slice did not
+        change are kept, with everything remembered on them."""
         current = _newest_generation(slices)
         current.sort(key=lambda s: (s.driver, s.pool.name, s.name))
-        devices: list[api.Device] = []
-        scopes: list[int] = []
-        names: dict[str, int] = {}
-        single: list[bool] = []
-
-        def scope(name: str, is_node: bool) -> int:
-            index = names.get(name)
-            if index is None:
-                index = names[name] = len(single)
-                single.append(is_node)
-            return index
-
+        known = {} if previous is None else {s.name: s for s in previous.segments}
+        segments = []
         for slice_ in current:
-            slice_scope = _scope_of(slice_.node_name, slice_.node_selector, slice_.all_nodes, slice_.name)
-            for device in slice_.devices:
-                where = slice_scope
-                if slice_.per_device_node_selection:
-                    where = _scope_of(device.node_name, device.node_selector, device.all_nodes, slice_.name)
-                if where is None:
-                    continue
-                devices.append(device)
-                scopes.append(scope(*where))
-        return cls(devices, scopes, tuple(names), tuple(single))
+            segment = known.get(slice_.name)
+            if segment is None or not segment.same_as(slice_):
+                segment = Segment(slice_)
+            segments.append(segment)
+        return cls(segments, previous.summaries if previous is not None else None)
 
     def __len__(self) -> int:
-        return len(self.devices)
-
-
-def _scope_of(node_name: str | None, selector: object, all_nodes: bool, slice_name: str) -> tuple[str, bool] | None:
-    if node_name:
-        return node_name, True
-    if selector is not None:
-        return f"nodes selected by ResourceSlice {slice_name}", False
-    if all_nodes:
-        return ALL_NODES, False
-    return None
+        return self.total
 
 
 def _newest_generation(slices: Iterable[api.ResourceSlice]) -> list[api.ResourceSlice]:

@@ -1,9 +1,10 @@
 """The :class:`~webhook.validate.inventory.Inventory` over the live cluster cache (``kube.ClusterCache``).
 
-Each ResourceSlice and DeviceClass is parsed once per change (keyed by name and resourceVersion, on the
-cache's events), never per request; the :class:`DeviceIndex` is rebuilt lazily on the first request after
-a slice changed, from the already parsed slices, so unchanged devices stay the same objects and the CEL
-engine's per-device cache keeps answering for them.
+ResourceSlices are parsed once, by the cache, when they arrive (``ClusterCache.parsed_slices()``); this
+module never parses one. After a slice event the :class:`DeviceIndex` is rebuilt lazily, on the next
+request, keeping the segment of every unchanged slice with the dry-run summaries remembered on it, so a
+slice change (a device health update) costs the dry-run only that slice's devices. DeviceClasses are parsed
+once per resourceVersion, on the cache's events.
 
 The cache watches only gpuclaim-managed ResourceClaimTemplates (named ``gpuclaim-<hash>``): for any other
 name a template lookup answers UNKNOWN rather than "missing".
@@ -35,12 +36,10 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
 class LiveInventory:
     def __init__(self, cache: ClusterCache) -> None:
         self._cache = cache
-        self._slices: _Parsed = {}
         self._classes: _Parsed = {}
         self._templates: dict[tuple[str, str], tuple[str, api.ResourceClaimTemplate | None]] = {}
         self._index: DeviceIndex | None = None
-        for obj in cache.objects("ResourceSlice").values():
-            self._parse(self._slices, obj, api.parse_resource_slice)
+        self._stale = True  # a slice changed since self._index was built
         for obj in cache.objects("DeviceClass").values():
             self._parse(self._classes, obj, api.parse_device_class)
         cache.subscribe(self._on_event)
@@ -61,12 +60,7 @@ class LiveInventory:
 
     def _on_event(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
         if kind == "ResourceSlice":
-            if event_type == "DELETED":
-                changed = self._slices.pop(_key(obj)[0], None) is not None
-            else:
-                changed = self._parse(self._slices, obj, api.parse_resource_slice)
-            if changed:
-                self._index = None
+            self._stale = True  # the cache parsed it already; the next request rebuilds the index from that
         elif kind == "DeviceClass":
             if event_type == "DELETED":
                 self._classes.pop(_key(obj)[0], None)
@@ -77,8 +71,9 @@ class LiveInventory:
     def devices(self) -> DeviceIndex | Unknown:
         if not self._cache.synced:
             return UNKNOWN
-        if self._index is None:
-            self._index = DeviceIndex.build(m for _, m in self._slices.values() if m is not None)
+        if self._index is None or self._stale:
+            self._stale = False
+            self._index = DeviceIndex.build(self._cache.parsed_slices(), previous=self._index)
         return self._index
 
     def device_class(self, name: str) -> api.DeviceClass | Unknown | None:
