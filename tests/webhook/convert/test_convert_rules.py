@@ -316,3 +316,22 @@ def test_the_input_pod_is_not_modified() -> None:
     before = copy.deepcopy(p)
     convert(p, gfdMigration={"keepNodeSelector": False})
     assert p == before
+
+
+def test_too_many_topology_constraints_are_reduced_to_the_tightest_with_a_warning() -> None:
+    attrs = [f"example.com/level{i}" for i in range(7)]
+    p = pod(*(ctr(f"c{i}", {"nvidia.com/gpu": 2}) for i in range(5)))
+    result, cfg = convert(p, topology={"attributes": attrs})
+    check_conversion(p, result, cfg, nvidia_classes())
+    constraints = claim_spec(result)["devices"]["constraints"]
+    assert len(constraints) == 5 and {c["matchAttribute"] for c in constraints} == {attrs[0]}
+    assert any("at most 32 constraints" in w for w in result.warnings)
+
+
+def test_long_container_names_give_valid_unique_request_names() -> None:
+    long = "x" * 63
+    p = pod(ctr(long, {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 1}))
+    result, cfg = convert(p)
+    check_conversion(p, result, cfg, nvidia_classes())
+    names = list(request_counts(claim_spec(result)))
+    assert len(set(names)) == 2 and all(len(n) <= 63 for n in names)
