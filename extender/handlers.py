@@ -51,7 +51,7 @@ async def prioritize(request: web.Request) -> web.Response:
             body = wire.encode_equal_priorities(names)
         else:
             metrics.observe_scores(v.score for v in verdicts)
-            body = wire.encode_priorities([(v.node, v.score or 0) for v in verdicts])
+            body = wire.join_priorities([v.wire for v in verdicts])
     except (wire.WireError, predict.PodError) as exc:
         result = "error"
         log.warning("prioritize: %s", exc)

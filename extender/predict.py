@@ -220,12 +220,16 @@ def predict(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
             config: ExtenderConfig) -> list[score.NodeVerdict]:
     """One verdict per name, in order; a node the view does not know is unfit with that reason."""
     classes = view.classes()
+    node_state = view.node_state
+    key = pod_request.key
     out = []
-    for name in names:
-        state = view.node_state(name)
+    for name in names:  # the hot loop: 5,000 nodes per call, almost always two dict hits
+        state = node_state(name)
         if state is None:
             out.append(score.NodeVerdict(node=name, score=None, devices=(),
                                          reason="no ResourceSlice or Node known for this node", strict={}))
             continue
-        out.append(node_verdict(state, pod_request, classes=classes, config=config))
+        verdict = state.verdicts.get(key)
+        out.append(verdict if verdict is not None else node_verdict(state, pod_request, classes=classes,
+                                                                      config=config))
     return out

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from dra.allocator import AllocationOutcome
 from dra.api import DeviceID, ResourceClaim
 from dra.config import ExtenderWeights
@@ -36,6 +38,12 @@ class NodeVerdict:
     reason: str
     strict: Mapping[str, bool]  # per topology source: every group fully inside one domain
     error: bool = False  # the allocator would abort with an error (e.g. a CEL runtime error), not just "no fit"
+    wire: bytes = b""  # this node's HostPriority entry, encoded once: verdicts are cached and answered many times
+
+    def __post_init__(self) -> None:
+        if self.score is not None and not 0 <= self.score <= 10:
+            raise ValueError(f"score {self.score} for {self.node} outside 0..10")
+        object.__setattr__(self, "wire", orjson.dumps({"Host": self.node, "Score": self.score or 0}))
 
     def satisfies(self, required: Sequence[str]) -> bool:
         return self.score is not None and all(self.strict.get(name, False) for name in required)

@@ -112,6 +112,11 @@ def encode_priorities(scores: Sequence[tuple[str, int]]) -> bytes:
     return orjson.dumps([{"Host": host, "Score": score} for host, score in scores])
 
 
+def join_priorities(entries: Sequence[bytes]) -> bytes:
+    """A HostPriorityList from entries already encoded as ``{"Host":...,"Score":...}``."""
+    return b"[" + b",".join(entries) + b"]"
+
+
 def encode_equal_priorities(names: Sequence[str], score: int = MIN_SCORE) -> bytes:
     """The same score for every node (the pods-without-claims path)."""
     return orjson.dumps([{"Host": n, "Score": score} for n in names])

@@ -79,7 +79,8 @@ async def test_a_pod_without_claims_gets_equal_scores_fast_without_reading_the_v
     assert [e["Score"] for e in await resp.json()] == [0] * 500
     assert registry.get_sample_value("gpuclaim_extender_pods_total", {"claims": "without"}) == 1
     total = registry.get_sample_value("gpuclaim_extender_request_duration_seconds_sum", {"verb": "prioritize"})
-    assert total is not None and total < 0.005  # handler time; the target is < 1 ms, the bench measures it
+    # handler time; the target is < 1 ms and the bench measures it: this only catches a path that does real work
+    assert total is not None and total < 0.05
 
 
 async def test_the_fixture_request_is_answered_for_both_node_forms(aiohttp_client: Any) -> None:

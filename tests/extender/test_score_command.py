@@ -1,0 +1,110 @@
+"""`gpuclaim score` through the real CLI entry point: text and JSON output, ordering, unfit nodes, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuclaim.cli import main
+
+from . import fleet
+
+
+def _write(path: Path, objects: list[dict[str, Any]]) -> None:
+    path.write_text(yaml.safe_dump_all(objects))
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Path:
+    directory = tmp_path / "cluster"
+    directory.mkdir()
+    shutil.copy(fleet.SLICES / "aws-p4d-8xA100-SXM4-40GB-nvidia.yaml", directory)
+    shutil.copy(fleet.SLICES / "aws-eks-p5-2nodes-8xH100-80GB-HBM3-nvidia.yaml", directory)
+    _write(directory / "classes.yaml", [*fleet.gpu_classes(), fleet.template("two", fleet.tight_or_any(2)),
+                                        fleet.template("nine", {"requests": [fleet.exact("gpu", 9)]})])
+    # a Node with no slice is a candidate too (and the pod cannot fit there)
+    _write(directory / "nodes.yaml", [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cpu-only"}}])
+    return directory
+
+
+def _pod_file(tmp_path: Path, pod: dict[str, Any]) -> Path:
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    return path
+
+
+def test_json_output_is_sorted_best_first_with_unfit_nodes_last(
+        cluster: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["score", "--cluster", str(cluster), "--pod", str(_pod_file(tmp_path, fleet.pod("two"))),
+                 "-o", "json"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["node"] for r in rows] == ["ip-192-168-153-160.ec2.internal", "ip-10-0-171-111.ec2.internal",
+                                         "ip-10-0-206-2.ec2.internal", "cpu-only"]
+    assert all(set(r) == {"node", "score", "devices", "reason"} for r in rows)
+    assert rows[0]["score"] == 9 and rows[0]["devices"] == [
+        "gpu.nvidia.com/ip-192-168-153-160.ec2.internal/gpu-0", "gpu.nvidia.com/ip-192-168-153-160.ec2.internal/gpu-1"]
+    assert rows[-1]["score"] is None and rows[-1]["devices"] == []
+    assert "do not fit" in rows[-1]["reason"]
+
+
+def test_text_output_names_every_node_with_its_devices_and_reason(
+        cluster: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["score", "--cluster", str(cluster), "--pod", str(_pod_file(tmp_path, fleet.pod("two")))]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ip-192-168-153-160.ec2.internal  score 9\n")
+    assert "    gpu.nvidia.com/ip-192-168-153-160.ec2.internal/gpu-0\n" in out
+    assert "cpu-only  score -\n" in out and "subrequest tight (1st of 2)" in out
+
+
+def test_a_pod_that_fits_nowhere_gets_null_everywhere(
+        cluster: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["score", "--cluster", str(cluster), "--pod", str(_pod_file(tmp_path, fleet.pod("nine"))),
+                 "-o", "json"]) == 0
+    assert {r["score"] for r in json.loads(capsys.readouterr().out)} == {None}
+
+
+def test_a_pod_without_claims_scores_zero_everywhere(
+        cluster: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    assert main(["score", "--cluster", str(cluster), "--pod", str(_pod_file(tmp_path, plain)), "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["score"] for r in rows} == {0} and "no DRA claims" in rows[0]["reason"]
+
+
+@pytest.mark.parametrize(("setup", "message"), [
+    ("no-dir", "not a directory"),
+    ("empty-dir", "no .yaml, .yml or .json files"),
+    ("bad-yaml", "not YAML"),
+    ("bad-slice", "spec.devices[0].name"),
+    ("two-pods", "expected exactly one object of kind Pod, found 2"),
+    ("bad-policy", "metadata.annotations[gpuclaim.io/placement-policy]: must be binpack or spread"),
+], ids=["no-dir", "empty-dir", "bad-yaml", "bad-slice", "two-pods", "bad-policy"])  # fmt: skip
+def test_bad_input_exits_2_with_one_line_naming_the_problem(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], setup: str, message: str) -> None:
+    directory = tmp_path / "c"
+    pod: Any = fleet.pod("two")
+    if setup != "no-dir":
+        directory.mkdir()
+    if setup == "bad-yaml":
+        (directory / "x.yaml").write_text("a: [b\n")
+    elif setup == "bad-slice":
+        bad = fleet.node_slice("n", [{"name": "Not_A_Name"}])
+        _write(directory / "x.yaml", [bad])
+    elif setup in ("two-pods", "bad-policy"):
+        _write(directory / "x.yaml", [fleet.pairs_node("n")])
+    pod_path = _pod_file(tmp_path, pod)
+    if setup == "two-pods":
+        pod_path.write_text(yaml.safe_dump_all([pod, pod]))
+    if setup == "bad-policy":
+        pod_path = _pod_file(tmp_path, fleet.pod("two", annotations={"gpuclaim.io/placement-policy": "fill"}))
+    if setup == "bad-yaml":
+        message = f"{directory / 'x.yaml'}: "
+    assert main(["score", "--cluster", str(directory), "--pod", str(pod_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
