@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import aiohttp
@@ -138,6 +140,25 @@ class Scheduler:
         return decisions
 
     async def schedule_one(self, pod: Obj, snapshot: dra.Snapshot, extenders: list[HTTPExtender]) -> Decision:
+        decision = await self._decide(pod, snapshot, extenders)
+        condition = {"scheduled": ("True", ""), "unschedulable": ("False", "Unschedulable"),
+                     "error": ("False", "SchedulerError")}.get(decision.outcome)
+        if condition is not None:  # what `kubectl describe pod` shows; PreEnqueue rejections write nothing
+            await self._condition(pod, *condition, decision.message)
+        return decision
+
+    async def _condition(self, pod: Obj, status: str, reason: str, message: str) -> None:
+        meta = pod["metadata"]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        condition: Obj = {"type": "PodScheduled", "status": status, "lastProbeTime": None, "lastTransitionTime": now}
+        if reason:
+            condition.update(reason=reason, message=message)
+        others = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "PodScheduled"]
+        with contextlib.suppress(ApiError):  # the pod may be gone; the decision stands either way
+            await self.client.patch(f"/api/v1/namespaces/{meta.get('namespace', '')}/pods/{meta['name']}/status",
+                                    {"status": {"conditions": [*others, condition]}})
+
+    async def _decide(self, pod: Obj, snapshot: dra.Snapshot, extenders: list[HTTPExtender]) -> Decision:
         meta = pod["metadata"]
         ns, name = meta.get("namespace", ""), meta["name"]
         try:

@@ -71,6 +71,8 @@ async def test_feasibility_comes_from_the_allocator_and_the_claim_is_allocated(f
     assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "train", "uid": pod["metadata"]["uid"]}]
     assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
     kubernetes_validate.validate(claim, "1.34.0", strict=True)
+    assert [(c["type"], c["status"]) for c in pod["status"]["conditions"]] == [("PodScheduled", "True")]
+    kubernetes_validate.validate(pod, "1.34.0", strict=True)
 
 
 async def test_devices_allocated_in_one_pass_are_not_given_twice(fleet: Cluster) -> None:
@@ -170,6 +172,12 @@ async def test_unschedulable_pods_say_why_per_node(fleet: Cluster) -> None:
     assert decisions["pinned"].message == f"0/3 nodes are available: 3 {NODE_AFFINITY_REASON}."
     assert (decisions["orphan"].outcome, decisions["orphan"].message) == (
         "waiting", 'pod "default/orphan": ResourceClaim not created yet')
+    pinned = await fleet.client.get(f"{PODS}/pinned")
+    (condition,) = pinned["status"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("PodScheduled", "False", "Unschedulable")
+    assert condition["message"] == decisions["pinned"].message
+    kubernetes_validate.validate(pinned, "1.34.0", strict=True)
+    assert "conditions" not in (await fleet.client.get(f"{PODS}/orphan")).get("status", {})
 
 
 def test_extender_configuration_errors_name_the_field() -> None:
