@@ -1,0 +1,112 @@
+"""`gpuclaim demo [--keep] [-o text|json] [--workdir DIR]`: the whole path on loopback in about 20 seconds.
+
+Starts the Kubernetes API double loaded with a sample GPU fleet built from real ResourceSlices, issues the
+certificates with `gpuclaim certs`, runs `gpuclaim webhook` and `gpuclaim extender` over TLS as child processes,
+submits legacy GPU workloads through the double's admission chain, schedules them with the scheduler double, and
+reports what happened. Every child process is stopped at the end (also on errors, Ctrl-C and SIGTERM) unless
+`--keep`, which leaves the stack running and prints how to talk to it. Exit 0 when every check of the report
+holds, 1 when one does not, 4 when the stack could not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import orjson
+
+from gpuclaim.exitstatus import ExitStatus, UsageError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--keep", action="store_true",
+                        help="leave the API double, webhook and extender running and print how to reach them")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument("--workdir", type=Path, metavar="DIR",
+                        help="where kubeconfig, certificates and logs go (default: a temporary directory, removed "
+                             "at the end unless --keep)")
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    # SIGTERM takes the same way out as Ctrl-C, so the finally blocks stop every child process
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from e2e.demo import run_demo
+    from e2e.demo.report import render
+    from e2e.demo.stack import StackError
+
+    if args.workdir is not None:
+        if args.workdir.exists() and not args.workdir.is_dir():
+            raise UsageError(f"--workdir: {args.workdir} exists and is not a directory")
+        workdir, temporary = args.workdir, False
+        workdir.mkdir(parents=True, exist_ok=True)
+    else:
+        workdir, temporary = Path(tempfile.mkdtemp(prefix="gpuclaim-demo-")), True
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    print(f"gpuclaim demo: starting the stack in {workdir} ...", file=sys.stderr, flush=True)
+    try:
+        report, stack = run_demo(workdir, keep=args.keep)
+    except StackError as exc:
+        print(f"gpuclaim demo: the stack did not start: {exc}", file=sys.stderr)
+        return ExitStatus.INTERNAL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if temporary and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if args.keep:
+        report["keep"] = _keep(stack)
+    if args.output == "json":
+        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        render(report, sys.stdout)
+        if args.keep:
+            _print_keep(report["keep"])
+    return ExitStatus.OK if all(c["ok"] for c in report["checks"]) else ExitStatus.FINDINGS
+
+
+def _keep(stack: Any) -> dict[str, Any]:
+    ca = stack.workdir / "apiserver-ca.crt"
+    ca.write_bytes(stack.api_ca)
+    pids = stack.pids()
+    stop = stack.workdir / "stop.sh"
+    stop.write_text("#!/bin/sh\n# stops the processes `gpuclaim demo --keep` left running\n"
+                    f"kill {' '.join(str(p) for p in pids.values())} 2>/dev/null\n")
+    stop.chmod(0o755)
+    kubeconfig = shlex.quote(str(stack.kubeconfig))
+    base = f"{stack.api_url}/api/v1/namespaces/ml-team/pods"
+    return {
+        "kubeconfig": str(stack.kubeconfig),
+        "pids": pids,
+        "stop": f"sh {shlex.quote(str(stop))}",
+        "examples": [
+            f"kubectl --kubeconfig {kubeconfig} get pods -n ml-team -o wide",
+            f"kubectl --kubeconfig {kubeconfig} get resourceclaims -A",
+            f"kubectl --kubeconfig {kubeconfig} apply -f my-gpu-pod.yaml",
+            f"curl --cacert {shlex.quote(str(ca))} -H 'Authorization: Bearer double-token' {base}",
+            f"curl --cacert {shlex.quote(str(ca))} -H 'Authorization: Bearer double-token' "
+            f"{stack.api_url}/apis/resource.k8s.io/v1/resourceclaimtemplates",
+        ],
+        "logs": str(stack.workdir / "logs"),
+    }
+
+
+def _print_keep(keep: dict[str, Any]) -> None:
+    print()
+    print("The stack is still running (--keep):")
+    print(f"  kubeconfig: {keep['kubeconfig']}")
+    for name, pid in keep["pids"].items():
+        print(f"  {name}: pid {pid}")
+    print(f"  logs: {keep['logs']}")
+    print("Try:")
+    for example in keep["examples"]:
+        print(f"  {example}")
+    print(f"Stop it with: {keep['stop']}")
