@@ -27,6 +27,7 @@ from dra.api import (
 )
 from dra.config import ExtenderConfig
 
+from .groups import GroupCache
 from .predict import NodeState
 
 KINDS = ("ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Node")
@@ -48,6 +49,7 @@ class OfflineView:
         for obj in objects:
             self._add(obj, where="")
         self._states: dict[str, NodeState] = {}
+        self.verdict_groups = GroupCache()
         self._held: frozenset[DeviceID] | None = None
 
     @classmethod

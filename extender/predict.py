@@ -28,7 +28,7 @@ from dra.api import Device, DeviceClass, DeviceID, ResourceClaim, parse_resource
 from dra.config import ExtenderConfig
 
 from . import fragmentation as frag
-from . import score
+from . import groups, score
 from .topology import NVLINK, NodeTopology
 
 _MAX_VERDICTS_PER_NODE = 64
@@ -57,6 +57,8 @@ class NodeState:
 
 
 class ClusterView(Protocol):
+    verdict_groups: groups.GroupCache  # shared verdicts of nodes that look the same to a pod
+
     def pod_claims(self, pod: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any] | None]: ...
 
     def template(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
@@ -164,12 +166,51 @@ def _required(value: object, config: ExtenderConfig) -> tuple[str, ...]:
     return tuple(out)
 
 
+@dataclass(slots=True)
+class _Shared:
+    """Per call, built on the first cache miss: the selector chains and constraint names signatures need."""
+
+    cache: groups.GroupCache
+    chains: list[groups.Chain] | None = None
+    attributes: tuple[str, ...] = ()
+    ready: bool = False
+
+
 def node_verdict(state: NodeState, request: PodRequest, *, classes: Mapping[str, DeviceClass],
-                 config: ExtenderConfig) -> score.NodeVerdict:
-    """The verdict for one node, from the node state's cache when the same shape was asked before."""
+                 config: ExtenderConfig, shared: _Shared | None = None) -> score.NodeVerdict:
+    """The verdict for one node: from the node state's cache when the same shape was asked before, else from a
+    node with the same signature (``groups``), else simulated."""
     cached = state.verdicts.get(request.key)
     if cached is not None:
         return cached
+    sig = None
+    if shared is not None:
+        if not shared.ready:
+            shared.chains = groups.chains(request.claims, classes)
+            shared.attributes = groups.constraint_attributes(request.claims)
+            shared.ready = True
+        if shared.chains is not None:
+            sig = groups.signature(state, request.key, shared.chains, shared.attributes)
+        if sig is not None:
+            grouped = shared.cache.get(sig, state)
+            if grouped is not None:
+                _remember(state, request.key, grouped)
+                return grouped
+    result = _simulate(state, request, classes=classes, config=config)
+    if sig is not None and shared is not None:
+        shared.cache.put(sig, state, result)
+    _remember(state, request.key, result)
+    return result
+
+
+def _remember(state: NodeState, key: bytes, verdict: score.NodeVerdict) -> None:
+    if len(state.verdicts) >= _MAX_VERDICTS_PER_NODE:
+        state.verdicts.clear()
+    state.verdicts[key] = verdict
+
+
+def _simulate(state: NodeState, request: PodRequest, *, classes: Mapping[str, DeviceClass],
+              config: ExtenderConfig) -> score.NodeVerdict:
     claims = request.claims
     outcome = allocator.allocate_on(state.pools, claims, classes=classes, allocated=state.held)
     if not outcome.ok:
@@ -181,9 +222,6 @@ def node_verdict(state: NodeState, request: PodRequest, *, classes: Mapping[str,
                                 held=state.held, picked=picked, all_devices=all_ids, topology=state.topology)
         result = score.verdict(node=state.name, claims=claims, outcome=outcome, topology=state.topology, frag=fr,
                                policy=request.policy, weights=config.weights)  # fmt: skip
-    if len(state.verdicts) >= _MAX_VERDICTS_PER_NODE:
-        state.verdicts.clear()
-    state.verdicts[request.key] = result
     return result
 
 
@@ -222,6 +260,7 @@ def predict(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
     classes = view.classes()
     node_state = view.node_state
     key = pod_request.key
+    shared = _Shared(view.verdict_groups)
     out = []
     for name in names:  # the hot loop: 5,000 nodes per call, almost always two dict hits
         state = node_state(name)
@@ -231,5 +270,5 @@ def predict(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
             continue
         verdict = state.verdicts.get(key)
         out.append(verdict if verdict is not None else node_verdict(state, pod_request, classes=classes,
-                                                                      config=config))
+                                                                      config=config, shared=shared))
     return out

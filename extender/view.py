@@ -26,6 +26,7 @@ from dra.config import Config
 from kube.cache import ClusterCache, default_specs
 from kube.reflector import Obj, WatchSpec
 
+from .groups import GroupCache
 from .predict import NodeState
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class LiveView:
         self.cache = cache
         self.config = config
         self._states: dict[str, NodeState] = {}
+        self.verdict_groups = GroupCache()
         self._slices: dict[str, tuple[str, ResourceSlice | None]] = {}  # name -> (resourceVersion, parsed)
         self._pool_nodes: dict[tuple[str, str], set[str]] = {}
         self._claim_devices: dict[tuple[str, str], frozenset[DeviceID]] = {}
