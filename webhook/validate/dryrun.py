@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from dra import api, cel
 from dra.fieldpath import Path
 
 from . import messages
 from .inventory import DeviceIndex
-from .segments import ALL_NODES, MATCHED, SliceSummary
+from .segments import ALL_NODES, MATCHED, Scope, SliceSummary
 from .verdict import Findings
 
 __all__ = ["Modes", "Result", "check_class", "match_alternative", "report_alternative"]
@@ -43,7 +44,11 @@ class _ErrorGroup:
 
 @dataclass(slots=True)
 class Result:
-    """One selector chain over the index, summed from the per-slice summaries (identical slices share one)."""
+    """One selector chain over the index, summed from the per-slice summaries (identical slices share one).
+
+    When the index is its parent with a few slices updated in place (the live inventory after device health
+    updates), the sums start from the parent's result for the same chain and redo only those slices.
+    """
 
     index: DeviceIndex
     chain: Sequence[cel.CompiledSelector]
@@ -52,13 +57,19 @@ class Result:
     matched: int = 0
     rejected: Counter[int] = field(default_factory=Counter)  # selector index -> devices it said false on
     errors: dict[int, _ErrorGroup] = field(default_factory=dict)  # selector index -> runtime errors
+    _per_node: dict[Scope, int] | None = None  # matching devices per named scope, every scope in index order
+    _everywhere: int = 0  # matching devices usable on all nodes
     _best: tuple[int, str] | None = None
 
     @classmethod
     def run(cls, index: DeviceIndex, chain: Sequence[cel.CompiledSelector], n_class: int) -> Result:
         """The summary for this chain, computed once per index (compiled selectors are cached objects)."""
         key = (n_class, *chain)
-        result: Result = index.remember(key, lambda: cls._run(index, tuple(chain), n_class))
+        parent = index.parent.memo.get(key) if index.parent is not None else None
+        if parent is not None:
+            result: Result = index.remember(key, lambda: parent._patched(index))
+        else:
+            result = index.remember(key, lambda: cls._run(index, tuple(chain), n_class))
         return result
 
     @classmethod
@@ -66,18 +77,52 @@ class Result:
         summaries = index.summaries.summarise(index.segments, chain)
         result = cls(index, chain, summaries, n_class)
         for summary, count in Counter(summaries).items():  # by identity: a fleet has a few distinct summaries
-            result.matched += summary.matched * count
-            for selector_index, rejected in summary.rejected:
-                result.rejected[selector_index] += rejected * count
-            for selector_index, failed, _, _ in summary.errors:
-                group = result.errors.get(selector_index)
-                if group is None:
-                    result.errors[selector_index] = _ErrorGroup(failed * count, _NO_DEVICE, "")
-                else:
-                    group.count += failed * count
+            result._add(summary, count)
         if result.errors:
             _first_examples(result)
         return result
+
+    def _patched(self, index: DeviceIndex) -> Result:
+        """This result (over ``index.parent``) moved to ``index``: only the patched segments are summarised."""
+        parent = self.index
+        chain = tuple(self.chain)
+        summaries = list(self.summaries)
+        fresh = index.summaries.summarise([index.segments[n] for n in index.patched], chain)
+        result = Result(index, chain, summaries, self.n_class, self.matched, Counter(self.rejected),
+                        {k: _ErrorGroup(g.count, g.example, g.message) for k, g in self.errors.items()})
+        same_scopes = self._per_node is not None
+        for n, summary in zip(index.patched, fresh, strict=True):
+            result._add(summaries[n], -1)
+            result._add(summary, 1)
+            summaries[n] = summary
+            old_scope, new_scope = parent.segments[n].scope, index.segments[n].scope
+            same_scopes = same_scopes and old_scope is not None and old_scope == new_scope
+        result.rejected = +result.rejected  # drops the selectors that reject nothing any more
+        result.errors = {k: g for k, g in result.errors.items() if g.count > 0}
+        if result.errors:
+            _first_examples(result)
+        if same_scopes and self._per_node is not None:
+            per_node, everywhere = dict(self._per_node), self._everywhere
+            for n in index.patched:
+                delta = summaries[n].matched - self.summaries[n].matched
+                scope = index.segments[n].scope
+                if scope == (ALL_NODES, False):
+                    everywhere += delta
+                else:
+                    per_node[scope] += delta  # type: ignore[index]
+            result._per_node, result._everywhere = per_node, everywhere
+        return result
+
+    def _add(self, summary: SliceSummary, weight: int) -> None:
+        self.matched += summary.matched * weight
+        for selector_index, rejected in summary.rejected:
+            self.rejected[selector_index] += rejected * weight
+        for selector_index, failed, _, _ in summary.errors:
+            group = self.errors.get(selector_index)
+            if group is None:
+                self.errors[selector_index] = _ErrorGroup(failed * weight, _NO_DEVICE, "")
+            else:
+                group.count += failed * weight
 
     def matching_devices(self) -> list[api.Device]:
         return [d for segment, summary in zip(self.index.segments, self.summaries, strict=True) if summary.matched
@@ -90,26 +135,28 @@ class Result:
                 for d, stop in zip(segment.devices, summary.stops, strict=True) if stop == MATCHED or stop >= n]
 
     def best_node(self) -> tuple[int, str]:
-        """The most matching devices usable on one node, and where."""
+        """The most matching devices usable on one node (the first such node in index order), and where."""
         if self._best is None:
-            self._best = self._best_node()
+            if self._per_node is None:
+                self._count_per_node()
+            assert self._per_node is not None
+            self._best = self._everywhere, ALL_NODES
+            if self._per_node:
+                (name, _), most = max(self._per_node.items(), key=itemgetter(1))
+                if most > 0:
+                    self._best = most + self._everywhere, name
         return self._best
 
-    def _best_node(self) -> tuple[int, str]:
-        per_scope: Counter[tuple[str, bool]] = Counter()
+    def _count_per_node(self) -> None:
+        per_node: dict[Scope, int] = {}
         for segment, summary in zip(self.index.segments, self.summaries, strict=True):
-            if not summary.matched:
-                continue
             if segment.scope is not None:
-                per_scope[segment.scope] += summary.matched
+                per_node[segment.scope] = per_node.get(segment.scope, 0) + summary.matched
             else:
-                per_scope.update(s for s, stop in zip(segment.scopes, summary.stops, strict=True) if stop == MATCHED)
-        everywhere = per_scope.get((ALL_NODES, False), 0)
-        best, where = everywhere, ALL_NODES
-        for (name, _), n in per_scope.items():
-            if name != ALL_NODES and n + everywhere > best:
-                best, where = n + everywhere, name
-        return best, where
+                for scope, stop in zip(segment.scopes, summary.stops, strict=True):
+                    per_node[scope] = per_node.get(scope, 0) + (stop == MATCHED)
+        self._everywhere = per_node.pop((ALL_NODES, False), 0)
+        self._per_node = per_node
 
 
 def _first_examples(result: Result) -> None:

@@ -48,7 +48,7 @@ class DeviceIndex:
     index it builds (and ``previous=`` to :meth:`build`), so a slice change costs only that slice's devices.
     """
 
-    __slots__ = ("_devices", "memo", "segments", "summaries", "total")
+    __slots__ = ("_devices", "_positions", "memo", "parent", "patched", "segments", "summaries", "total")
     MEMO_SIZE = 32
 
     def __init__(self, segments: Iterable[Segment], summaries: SummaryCache | None = None) -> None:
@@ -56,6 +56,11 @@ class DeviceIndex:
         self.summaries = summaries if summaries is not None else SummaryCache()
         self.total = sum(map(len, self.segments))
         self._devices: list[api.Device] | None = None
+        self._positions: dict[str, int] | None = None
+        # Set by replaced(): this index is ``parent`` with the segments at ``patched`` positions swapped, so a
+        # dry-run can start from the parent's result and redo only those (see dryrun.Result).
+        self.parent: DeviceIndex | None = None
+        self.patched: tuple[int, ...] = ()
         # Dry-run results by selector chain: valid exactly as long as this index (segments are immutable, and
         # a change of the inventory builds a new index). Owned here so that it dies with the index.
         self.memo: OrderedDict[Any, Any] = OrderedDict()
@@ -91,6 +96,32 @@ class DeviceIndex:
                 segment = Segment(slice_)
             segments.append(segment)
         return cls(segments, previous.summaries if previous is not None else None)
+
+    def replaced(self, changed: Mapping[str, api.ResourceSlice | None]) -> DeviceIndex | None:
+        """This index with the named slices updated in place, or None when a change is not such an update
+        (a new or deleted slice, a new pool generation, a slice the cache could not parse): then
+        :meth:`build` it. Same driver, pool and generation keep the set of newest-generation slices."""
+        if self._positions is None:
+            self._positions = {s.name: n for n, s in enumerate(self.segments)}
+        segments = list(self.segments)
+        patched = []
+        for name, source in changed.items():
+            n = self._positions.get(name)
+            if n is None or source is None:
+                return None
+            old = segments[n].source
+            if (source.driver, source.pool.name, source.pool.generation) != (
+                    old.driver, old.pool.name, old.pool.generation):
+                return None
+            if not segments[n].same_as(source):
+                segments[n] = Segment(source)
+                patched.append(n)
+        if not patched:
+            return self
+        index = DeviceIndex(segments, self.summaries)
+        index._positions, index.parent, index.patched = self._positions, self, tuple(sorted(patched))
+        self.parent = None  # one generation back is all a dry-run uses: no chain of old indexes stays alive
+        return index
 
     def __len__(self) -> int:
         return self.total

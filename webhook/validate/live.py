@@ -1,9 +1,10 @@
 """The :class:`~webhook.validate.inventory.Inventory` over the live cluster cache (``kube.ClusterCache``).
 
 ResourceSlices are parsed once, by the cache, when they arrive (``ClusterCache.parsed_slices()``); this
-module never parses one. After a slice event the :class:`DeviceIndex` is rebuilt lazily, on the next
-request, keeping the segment of every unchanged slice with the dry-run summaries remembered on it, so a
-slice change (a device health update) costs the dry-run only that slice's devices. DeviceClasses are parsed
+module never parses one. After slice events the :class:`DeviceIndex` is renewed lazily, on the next request:
+slices updated in place (a device health update) are patched into it, and the dry-run redoes only those
+(:meth:`DeviceIndex.replaced`); an added or deleted slice rebuilds it, keeping the segment of every unchanged
+slice with the summaries remembered on it. DeviceClasses are parsed
 once per resourceVersion, on the cache's events.
 
 The cache watches only gpuclaim-managed ResourceClaimTemplates (named ``gpuclaim-<hash>``): for any other
@@ -39,7 +40,9 @@ class LiveInventory:
         self._classes: _Parsed = {}
         self._templates: dict[tuple[str, str], tuple[str, api.ResourceClaimTemplate | None]] = {}
         self._index: DeviceIndex | None = None
-        self._stale = True  # a slice changed since self._index was built
+        # Slices changed since self._index was built: names updated in place, or None after an addition or
+        # deletion (which may change pool generations and order: the index is then built again).
+        self._changed: set[str] | None = None
         for obj in cache.objects("DeviceClass").values():
             self._parse(self._classes, obj, api.parse_device_class)
         cache.subscribe(self._on_event)
@@ -60,7 +63,11 @@ class LiveInventory:
 
     def _on_event(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
         if kind == "ResourceSlice":
-            self._stale = True  # the cache parsed it already; the next request rebuilds the index from that
+            # The cache parsed the slice already; the next request patches or rebuilds the index from that.
+            if event_type == "MODIFIED" and self._changed is not None:
+                self._changed.add(_key(obj)[0])
+            else:
+                self._changed = None
         elif kind == "DeviceClass":
             if event_type == "DELETED":
                 self._classes.pop(_key(obj)[0], None)
@@ -71,9 +78,15 @@ class LiveInventory:
     def devices(self) -> DeviceIndex | Unknown:
         if not self._cache.synced:
             return UNKNOWN
-        if self._index is None or self._stale:
-            self._stale = False
+        if self._index is None or self._changed is None:
             self._index = DeviceIndex.build(self._cache.parsed_slices(), previous=self._index)
+        elif self._changed:
+            parsed = self._cache.inventory.parsed_slice
+            patched = self._index.replaced({name: parsed(name) for name in self._changed})
+            if patched is None:
+                patched = DeviceIndex.build(self._cache.parsed_slices(), previous=self._index)
+            self._index = patched
+        self._changed = set()
         return self._index
 
     def device_class(self, name: str) -> api.DeviceClass | Unknown | None:

@@ -97,3 +97,39 @@ async def test_templates_outside_gpuclaim_are_unknown_and_managed_ones_are_looke
     assert inventory.template("default", "user-template") is UNKNOWN
     assert inventory.template("default", "gpuclaim-0123abcd") is None
     assert inventory.namespace_labels("nowhere") is None
+
+
+async def test_a_slice_update_patches_the_index_and_evaluates_only_that_slice(
+    double: RunningDouble, cache: ClusterCache, client: KubeClient,
+) -> None:
+    gpu_slice = _real("ResourceSlice", o.H100_SLICES)
+    double.store.restore(gpu_slice)
+    second = copy.deepcopy(gpu_slice)
+    second["metadata"]["name"] = "second"
+    second["spec"]["pool"]["name"] = "second-pool"
+    double.store.restore(second)
+    double.store.restore(_real("DeviceClass", o.CLASSES, "gpu.nvidia.com"))
+    double.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    inventory = LiveInventory(cache)
+    await cache.start()
+    await cache.wait_synced(5)
+    unguarded = o.claim(o.request("gpu", "device.attributes['gpu.nvidia.com'].index == 0"))
+
+    def verdict() -> str:
+        return validate_object(unguarded, operation="CREATE", inventory=inventory, config=o.config()).message
+
+    assert "CEL runtime error on 16 devices" in verdict()
+    before = inventory.devices()
+    assert isinstance(before, DeviceIndex)
+    stats = before.summaries.stats
+    assert stats.segments_evaluated == 2
+
+    current = await client.get(f"{SLICES}/second")  # a device health update: the driver rewrites its slice
+    current["spec"]["devices"][0]["attributes"]["index"] = {"int": 0}
+    await client.update(f"{SLICES}/second", current)
+    await eventually(lambda: cache.inventory.parsed_slice("second").meta.resource_version  # type: ignore[union-attr]
+                     != current["metadata"]["resourceVersion"])
+    assert "CEL runtime error on 15 devices" in verdict()
+    after = inventory.devices()
+    assert isinstance(after, DeviceIndex) and after.parent is before and len(after.patched) == 1
+    assert stats.segments_evaluated == 3  # the unchanged slice was not evaluated again
