@@ -314,6 +314,8 @@ class WebhookAdmission:
         key = ca or b""
         context = self._contexts.get(key)
         if context is None:
+            if len(self._contexts) >= 16:  # rotations add bundles; a handful is all that is ever live
+                self._contexts.clear()
             context = self._contexts[key] = client_context(ca_pem=ca) if ca else ssl.create_default_context()
         return context
 
