@@ -91,8 +91,48 @@ def has_claims(pod: Mapping[str, Any]) -> bool:
     return isinstance(spec, dict) and bool(spec.get("resourceClaims"))
 
 
+def check_pod(pod: Mapping[str, Any]) -> None:
+    """The Pod fields the extender reads have the types the API guarantees; PodError names the first that does not
+    (the cluster view's lookups assume them)."""
+
+    def obj(value: object, path: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise PodError(f"{path}: expected an object")
+        return value
+
+    def strings(value: Mapping[str, Any], keys: tuple[str, ...], path: str) -> None:
+        for key in keys:
+            if value.get(key) is not None and not isinstance(value[key], str):
+                raise PodError(f"{path}.{key}: expected a string")
+
+    def array(value: object, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise PodError(f"{path}: expected an array")
+        return value
+
+    meta = obj(pod.get("metadata"), "metadata")
+    strings(meta, ("name", "namespace", "uid"), "metadata")
+    annotations = obj(meta.get("annotations"), "metadata.annotations")
+    for key, value in annotations.items():
+        if not isinstance(value, str):
+            raise PodError(f"metadata.annotations[{key}]: expected a string")
+    spec = obj(pod.get("spec"), "spec")
+    for i, entry in enumerate(array(spec.get("resourceClaims"), "spec.resourceClaims")):
+        path = f"spec.resourceClaims[{i}]"
+        strings(obj(entry, path), ("name", "resourceClaimName", "resourceClaimTemplateName"), path)
+    status = obj(pod.get("status"), "status")
+    for i, entry in enumerate(array(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses")):
+        path = f"status.resourceClaimStatuses[{i}]"
+        strings(obj(entry, path), ("name", "resourceClaimName"), path)
+
+
 def resolve(pod: Mapping[str, Any], view: ClusterView, config: ExtenderConfig,
             parsed: dict[bytes, ResourceClaim] | None = None) -> PodRequest:
+    check_pod(pod)
     meta = pod.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
     annotations = meta.get("annotations") or {}
@@ -101,15 +141,13 @@ def resolve(pod: Mapping[str, Any], view: ClusterView, config: ExtenderConfig,
         raise PodError(f"metadata.annotations[{config.policy_annotation}]: must be binpack or spread, got {policy!r}")
     required = _required(annotations.get(config.hard_topology_annotation), config)
     entries = (pod.get("spec") or {}).get("resourceClaims") or []
-    if not isinstance(entries, list):
-        raise PodError("spec.resourceClaims: expected an array")
     found = view.pod_claims(pod)
     claims: list[ResourceClaim] = []
     key_parts: list[Any] = [policy, required]
     notes: list[str] = []
     for i, entry in enumerate(entries):
-        name = entry.get("name") if isinstance(entry, dict) else None
-        if not isinstance(name, str) or not name:
+        name = entry.get("name")
+        if not name:
             raise PodError(f"spec.resourceClaims[{i}].name: required")
         raw = found.get(name)
         if raw is not None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dra.config import load_config
 from extender import predict
@@ -218,3 +220,38 @@ def test_a_bad_policy_annotation_names_the_field() -> None:
     view = OfflineView([], config=CONFIG)
     with pytest.raises(predict.PodError, match=r"metadata.annotations\[gpuclaim.io/placement-policy\]"):
         predict.resolve(fleet.pod("x", annotations={CONFIG.policy_annotation: "pack"}), view, CONFIG)
+
+
+def test_a_pending_claim_named_in_the_pod_status_is_predicted_from_its_own_spec() -> None:
+    pending = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": "p-gpu-abcde", "namespace": "default"},
+               "spec": {"devices": {"requests": [fleet.exact("gpu", 3)]}}}
+    the_pod = fleet.pod("gpu")  # the template "gpu" does not exist: the claim must be used
+    the_pod["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-abcde"}]}
+    direct = fleet.pod("x")
+    direct["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "p-gpu-abcde"}]
+    for pod in (the_pod, direct):
+        verdict = score_all([fleet.pairs_node("n"), *fleet.gpu_classes(), pending], pod)["n"]
+        assert len(verdict.devices) == 3
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from(["", "gpu", "two", "spread"]),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+                         ["metadata", "spec", "status", "annotations", "namespace", "name", "resourceClaims",
+                          "resourceClaimName", "resourceClaimTemplateName", "resourceClaimStatuses",
+                          CONFIG.policy_annotation, CONFIG.hard_topology_annotation]), inner, max_size=4),
+                     max_leaves=15)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["metadata", "spec", "status"]), _json, max_size=3))
+def test_any_pod_is_predicted_or_refused_with_a_field(pod: dict[str, Any]) -> None:
+    view = OfflineView([fleet.pairs_node("n"), *fleet.gpu_classes(), fleet.template("two", fleet.tight_or_any(2))],
+                       config=CONFIG)
+    try:
+        request = predict.resolve(pod, view, CONFIG)
+    except predict.PodError as err:
+        assert str(err).startswith(("metadata", "spec.", "status.", "claim ")), err
+        return
+    verdicts = predict.predict(request, ["n"], view, CONFIG)
+    assert len(verdicts) == 1
