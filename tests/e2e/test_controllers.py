@@ -17,7 +17,7 @@ CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
 PODS = "/api/v1/namespaces/default/pods"
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], within: float = 5.0) -> Any:
+async def eventually(check: Callable[[], Awaitable[Any]], within: float = 20.0) -> Any:
     deadline = asyncio.get_running_loop().time() + within
     while True:
         value = await check()

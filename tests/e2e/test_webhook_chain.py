@@ -141,15 +141,18 @@ async def test_timeout_seconds_bounds_the_call(cluster: Cluster, tls_server: Tls
 
     await install(cluster, tls_server, edit=one_second)
 
-    async def slow(body: dict[str, Any]) -> dict[str, Any]:
-        await asyncio.sleep(1.5)
+    release = asyncio.Event()
+
+    async def stuck(body: dict[str, Any]) -> dict[str, Any]:
+        await release.wait()  # answers only after the test is done with it
         return allow(body)
 
-    tls_server.routes["/mutate"] = slow
+    tls_server.routes["/mutate"] = stuck
     started = time.monotonic()
     with pytest.raises(ApiError) as info:
         await cluster.client.create(PODS, pod("train", limits=GPU))
-    assert time.monotonic() - started < 3
+    release.set()
+    assert time.monotonic() - started < 4
     assert info.value.code == 500 and info.value.message.endswith('/mutate?timeout=1s": context deadline exceeded')
 
 
