@@ -37,8 +37,8 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
 def create_app(*, config: ExtenderConfig, view: ClusterView, registry: CollectorRegistry,
-               readiness: Readiness | None = None) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+               readiness: Readiness | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+    app = web.Application(client_max_size=max_body_bytes)
     app[keys.CONFIG] = config
     app[keys.VIEW] = view
     app[keys.METRICS] = ExtenderMetrics(registry)

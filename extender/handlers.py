@@ -20,6 +20,13 @@ log = logging.getLogger(__name__)
 JSON = "application/json"
 
 
+async def _body(request: web.Request) -> bytes:
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise wire.WireError(f"request body over the limit of {request.client_max_size} bytes") from None
+
+
 def _answer(body: bytes) -> web.Response:
     return web.Response(body=body, content_type=JSON)
 
@@ -44,7 +51,7 @@ async def prioritize(request: web.Request) -> web.Response:
     result = "ok"
     names: tuple[str, ...] = ()
     try:
-        args = wire.decode_args(await request.read())
+        args = wire.decode_args(await _body(request))
         names = args.node_names
         _, verdicts = _verdicts(request, args)
         if not verdicts:
@@ -73,7 +80,7 @@ async def filter_nodes(request: web.Request) -> web.Response:
     result = "ok"
     args: wire.ExtenderArgs | None = None
     try:
-        args = wire.decode_args(await request.read())
+        args = wire.decode_args(await _body(request))
         pod_request, verdicts = _verdicts(request, args)
         if pod_request is None or not pod_request.required or not verdicts:
             body = wire.encode_filter_result(args=args, passed=args.node_names)

@@ -167,3 +167,17 @@ async def test_repeated_calls_reuse_the_cached_verdicts(aiohttp_client: Any) -> 
     assert second == first and len(state.verdicts) == 1
     assert time.perf_counter() - start < 0.5
     assert json.dumps(first)
+
+
+async def test_a_body_over_the_limit_is_still_answered_200_with_the_error(aiohttp_client: Any) -> None:
+    app = extender_app.create_app(config=CONFIG, view=_fleet(), registry=CollectorRegistry(), max_body_bytes=4096)
+    client = await aiohttp_client(app)
+    names = [f"node-{i:04d}" for i in range(400)]
+    body = _args(fleet.pod("two"), names)
+    assert len(body) > 4096
+    out = await (await client.post("/filter", data=body)).json()
+    assert out["Error"] == "gpuclaim extender: request body over the limit of 4096 bytes"
+    resp = await client.post("/prioritize", data=body)
+    assert resp.status == 200 and await resp.json() == []
+    small = _args(fleet.pod("two"), ["a", "b"])
+    assert len(small) < 4096 and (await client.post("/prioritize", data=small)).status == 200
