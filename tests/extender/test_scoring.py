@@ -255,3 +255,28 @@ def test_any_pod_is_predicted_or_refused_with_a_field(pod: dict[str, Any]) -> No
         return
     verdicts = predict.predict(request, ["n"], view, CONFIG)
     assert len(verdicts) == 1
+
+
+def _mi300x_node(node: str, numa_of: list[int]) -> dict[str, Any]:
+    """8 MI300X built from the device of amd-mi300x-spx-trimmed-2026.yaml (the dump is trimmed to one device and
+    has no driver, pool or node): the same attributes, one PCIe root per GPU, the driver's own numaNode."""
+    source = fleet.load("amd-mi300x-spx-trimmed-2026.yaml")[0]["spec"]["devices"][0]
+    devices = []
+    for i, numa in enumerate(numa_of):
+        attrs = {**source["attributes"], "numaNode": {"int": numa},
+                 "resource.kubernetes.io/pcieRoot": {"string": f"pci000{i}:00"}}
+        devices.append({"name": f"gpu-{i}-128", "attributes": attrs, "capacity": source["capacity"]})
+    return fleet.node_slice(node, devices, driver="gpu.amd.com")
+
+
+def test_mi300x_four_gpus_prefer_one_numa_node_with_the_drivers_numa_attribute_configured() -> None:
+    config = load_config({"extender": {"topologyAttributes": [
+        {"name": "resource.kubernetes.io/pcieRoot", "weight": 2}, {"name": "gpu.amd.com/numaNode", "weight": 1}],
+        "productFacts": [{"productName": "AMD_Instinct_MI300X", "nvlinkDomain": "node"}]}}).extender
+    objects = [_mi300x_node("mixed", [0, 1, 0, 1, 0, 1, 0, 1]), _mi300x_node("split", [0, 0, 0, 0, 1, 1, 1, 1]),
+               fleet.device_class("gpu.amd.com", "device.driver == 'gpu.amd.com'"),
+               fleet.template("four", {"requests": [fleet.exact("gpu", 4, cls="gpu.amd.com")]})]
+    verdicts = score_all(objects, fleet.pod("four"), config)
+    assert verdicts["split"].strict["gpu.amd.com/numaNode"] is True
+    assert verdicts["mixed"].strict["gpu.amd.com/numaNode"] is False
+    assert verdicts["split"].score > verdicts["mixed"].score  # type: ignore[operator]
