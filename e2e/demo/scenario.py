@@ -66,9 +66,19 @@ class Api:
         await self.session.close()
 
     async def create(self, path: str, obj: Obj, *, dry_run: bool = False) -> tuple[int, Obj, list[str]]:
+        return await self.request("POST", path, obj, dry_run=dry_run)
+
+    async def get(self, path: str) -> Obj:
+        return (await self.request("GET", path))[1]
+
+    async def delete(self, path: str) -> tuple[int, Obj, list[str]]:
+        return await self.request("DELETE", path)
+
+    async def request(self, method: str, path: str, obj: Obj | None = None, *,
+                      dry_run: bool = False) -> tuple[int, Obj, list[str]]:
         params = {"dryRun": "All"} if dry_run else {}
-        async with self.session.post(self.url + path, json=obj, params=params,
-                                     headers={"Authorization": "Bearer double-token"}) as reply:
+        async with self.session.request(method, self.url + path, json=obj, params=params,
+                                        headers={"Authorization": "Bearer double-token"}) as reply:
             raw = await reply.read()
             warnings = [parse_warning(w) for w in reply.headers.getall("Warning", [])]
         try:
@@ -127,7 +137,7 @@ def _exact(request: Obj) -> str:
     return text
 
 
-async def _snapshot_objects(client: KubeClient) -> dict[str, list[Obj]]:
+async def snapshot_objects(client: KubeClient) -> dict[str, list[Obj]]:
     paths = {"Pod": "/api/v1/pods", "Node": "/api/v1/nodes",
              "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims",
              "ResourceClaimTemplate": "/apis/resource.k8s.io/v1/resourceclaimtemplates",
@@ -158,7 +168,7 @@ class Scenario:
             await controller.sync_once()
             extenders = [HTTPExtender(c, session) for c in scheduler.configs]
             scheduled = await self._schedule(client, scheduler, extenders, submitted)
-            final = await _snapshot_objects(client)
+            final = await snapshot_objects(client)
             templates = {(t["metadata"]["namespace"], t["metadata"]["name"]): t for t in final["ResourceClaimTemplate"]}
             claims = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in final["ResourceClaim"]}
             report_workloads = [self._entry(s, scheduled, templates, claims) for s in submitted]
@@ -181,7 +191,7 @@ class Scenario:
         ours = [(s.workload.namespace, s.workload.name) for s in submitted if s.created and s.workload.kind == "Pod"]
         out: dict[str, Obj] = {}
         for namespace, name in ours:
-            objects = await _snapshot_objects(client)
+            objects = await snapshot_objects(client)
             pods, snapshot = await scheduler.snapshot()
             pod = next(p for p in pods if p["metadata"]["namespace"] == namespace and p["metadata"]["name"] == name)
             predicted = predictions(pod, objects, self.config)

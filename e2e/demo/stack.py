@@ -84,6 +84,7 @@ class Stack:
     certs_report: Obj = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # part -> why it is not running
+    config: Obj = field(default_factory=lambda: dict(DEMO_CONFIG))  # the gpuclaim config both servers read
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
     def start(self, objects: list[Obj]) -> None:
@@ -91,7 +92,7 @@ class Stack:
         self.webhook_port, self.webhook_metrics_port = free_port(), free_port()
         self.extender_port, self.extender_metrics_port = free_port(), free_port()
         self.config_path = self.workdir / "gpuclaim-config.yaml"
-        self.config_path.write_text(yaml.safe_dump(DEMO_CONFIG))
+        self.config_path.write_text(yaml.safe_dump(self.config))
         self._timed("apiserver", lambda: self._start_double(objects))
         self._timed("certs", self._issue_certs)
         # both servers start at once (each takes a couple of seconds to import and sync); either may fail alone:
@@ -186,14 +187,15 @@ class Stack:
             raise StackError(f"gpuclaim certs exited {done.returncode}: {done.stderr.decode(errors='replace')[-400:]}")
         return dict(orjson.loads(done.stdout))
 
-    def rotate_certs(self) -> Obj:
-        """A forced serving-certificate renewal: the same `gpuclaim certs` with a renew window longer than the
-        certificate's life, so it issues a new serving certificate (same CA) and rewrites the files."""
+    def rotate_certs(self, generation: int) -> Obj:
+        """A serving-certificate rotation as a SAN change triggers it: `gpuclaim certs` again with one more DNS
+        name, so it issues a new serving certificate (same CA, so the injected caBundle stays valid), updates the
+        Secret and rewrites the files the servers reload."""
         assert self.kubeconfig is not None and self.tls_dir is not None
         return self.run_certs([self.python, "-m", "gpuclaim", "certs", "--kubeconfig", str(self.kubeconfig),
                                "--namespace", SERVICE_NAMESPACE, "--service", WEBHOOK_SERVICE, "--dns", EXTENDER_HOST,
-                               "--ip", "127.0.0.1", "--out-dir", str(self.tls_dir), "--renew-before", "3650d",
-                               "-o", "json"])
+                               "--dns", f"rotation-{generation}.{SERVICE_NAMESPACE}.svc", "--ip", "127.0.0.1",
+                               "--out-dir", str(self.tls_dir), "-o", "json"])
 
     def _server_argv(self, command: str, port: int, metrics_port: int) -> list[str]:
         assert self.tls_dir is not None and self.kubeconfig is not None
