@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter, itemgetter
 from typing import Any, Final, Protocol
 
 from dra import api
@@ -39,6 +40,8 @@ class Unknown:
 
 UNKNOWN: Final = Unknown()
 
+_DEVICES = attrgetter("devices")
+
 
 class DeviceIndex:
     """The devices of the current slices, as :class:`~webhook.validate.segments.Segment` s (one per slice,
@@ -54,7 +57,7 @@ class DeviceIndex:
     def __init__(self, segments: Iterable[Segment], summaries: SummaryCache | None = None) -> None:
         self.segments: tuple[Segment, ...] = tuple(segments)
         self.summaries = summaries if summaries is not None else SummaryCache()
-        self.total = sum(map(len, self.segments))
+        self.total = sum(map(len, map(_DEVICES, self.segments)))
         self._devices: list[api.Device] | None = None
         self._positions: dict[str, int] | None = None
         # Set by replaced(): this index is ``parent`` with the segments at ``patched`` positions swapped, so a
@@ -86,12 +89,10 @@ class DeviceIndex:
     def build(cls, slices: Iterable[api.ResourceSlice], *, previous: DeviceIndex | None = None) -> DeviceIndex:
         """An index over the newest generation of each pool; segments of ``previous`` whose slice did not
         change are kept, with everything remembered on them."""
-        current = _newest_generation(slices)
-        current.sort(key=lambda s: (s.driver, s.pool.name, s.name))
         known = {} if previous is None else {s.name: s for s in previous.segments}
         segments = []
-        for slice_ in current:
-            segment = known.get(slice_.name)
+        for slice_ in _newest_generation(slices):
+            segment = known.get(slice_.meta.name)
             if segment is None or not segment.same_as(slice_):
                 segment = Segment(slice_)
             segments.append(segment)
@@ -128,13 +129,19 @@ class DeviceIndex:
 
 
 def _newest_generation(slices: Iterable[api.ResourceSlice]) -> list[api.ResourceSlice]:
-    """The allocator only uses the slices of a pool's newest generation."""
+    """The allocator only uses the slices of a pool's newest generation; ordered by driver, pool and name.
+    (One pass of plain tuples: this runs over every slice whenever one is added or deleted.)"""
+    entries = [(s.driver, (pool := s.pool).name, s.meta.name, pool.generation, s) for s in slices]
     newest: dict[tuple[str, str], int] = {}
-    all_slices = list(slices)
-    for s in all_slices:
-        key = (s.driver, s.pool.name)
-        newest[key] = max(newest.get(key, s.pool.generation), s.pool.generation)
-    return [s for s in all_slices if s.pool.generation == newest[(s.driver, s.pool.name)]]
+    for driver, pool_name, _, generation, _ in entries:
+        if generation > newest.get((driver, pool_name), -1):
+            newest[(driver, pool_name)] = generation
+    entries = [e for e in entries if e[3] == newest[(e[0], e[1])]]
+    entries.sort(key=_ORDER)
+    return [e[4] for e in entries]
+
+
+_ORDER = itemgetter(0, 1, 2)
 
 
 class Inventory(Protocol):
