@@ -98,7 +98,14 @@ async def test_the_job_waits_until_helm_has_created_both_webhook_configurations(
     rendered = render_values({})
     await create(kclient, rendered.one("MutatingWebhookConfiguration"))
     job = asyncio.create_task(run_job_script(double, job_script(rendered)))
-    await asyncio.sleep(2)  # the first run saw one configuration and is sleeping
+    # wait (on the API, not the clock: start-up time varies with load) until the first run has
+    # injected the one configuration it saw; the script then sleeps before looking again
+    mutating = resource_path(ADMISSION, PLURALS["MutatingWebhookConfiguration"], name="gc-gpuclaim-webhook")
+    for _ in range(600):
+        hooks = (await kclient.get(mutating))["webhooks"]
+        if all(h["clientConfig"].get("caBundle") for h in hooks) or job.done():
+            break
+        await asyncio.sleep(0.05)
     assert not job.done()
     await create(kclient, rendered.one("ValidatingWebhookConfiguration"))
     code, out = await job
