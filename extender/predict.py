@@ -107,6 +107,12 @@ def check_pod(pod: Mapping[str, Any]) -> None:
             if value.get(key) is not None and not isinstance(value[key], str):
                 raise PodError(f"{path}.{key}: expected a string")
 
+    def item(value: object, path: str) -> Mapping[str, Any]:
+        # list items may not be null, unlike optional fields
+        if not isinstance(value, Mapping):
+            raise PodError(f"{path}: expected an object")
+        return value
+
     def array(value: object, path: str) -> list[Any]:
         if value is None:
             return []
@@ -123,11 +129,11 @@ def check_pod(pod: Mapping[str, Any]) -> None:
     spec = obj(pod.get("spec"), "spec")
     for i, entry in enumerate(array(spec.get("resourceClaims"), "spec.resourceClaims")):
         path = f"spec.resourceClaims[{i}]"
-        strings(obj(entry, path), ("name", "resourceClaimName", "resourceClaimTemplateName"), path)
+        strings(item(entry, path), ("name", "resourceClaimName", "resourceClaimTemplateName"), path)
     status = obj(pod.get("status"), "status")
     for i, entry in enumerate(array(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses")):
         path = f"status.resourceClaimStatuses[{i}]"
-        strings(obj(entry, path), ("name", "resourceClaimName"), path)
+        strings(item(entry, path), ("name", "resourceClaimName"), path)
 
 
 def resolve(pod: Mapping[str, Any], view: ClusterView, config: ExtenderConfig,

@@ -16,6 +16,7 @@ The cache's indexes are updated before subscribers run, so a state rebuilt after
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from dra import allocator
 from dra.api import DeviceClass, DeviceID, ResourceSlice, parse_device_class, parse_resource_slice
 from dra.config import Config
-from kube.cache import ClusterCache, default_specs
+from kube.cache import ClusterCache, compact_metadata, default_specs
 from kube.reflector import Obj, WatchSpec
 
 from .groups import GroupCache
@@ -34,15 +35,7 @@ log = logging.getLogger(__name__)
 
 def extender_specs(config: Config) -> tuple[WatchSpec, ...]:
     """The cache's default watches, with Nodes kept as name, labels and the NVLink annotation only."""
-    keep = config.extender.nvlink_annotation
-
-    def compact_node(obj: Obj) -> Obj:
-        meta = obj.get("metadata") or {}
-        kept = {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels") if k in meta}
-        value = (meta.get("annotations") or {}).get(keep)
-        if value is not None:
-            kept["annotations"] = {keep: value}
-        return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+    compact_node = functools.partial(compact_metadata, annotations=(config.extender.nvlink_annotation,))
 
     out = []
     for spec in default_specs():

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -36,10 +36,16 @@ Subscriber = Callable[[str, str, Obj], None]  # (kind, event type, object)
 log = logging.getLogger(__name__)
 
 
-def _name_and_labels(obj: Obj) -> Obj:
-    # 5,000 nodes with full status would cost hundreds of MB; consumers only read labels
+def compact_metadata(obj: Obj, *, annotations: Collection[str] = ()) -> Obj:
+    """Keep name, uid, resourceVersion, labels and the named annotations only.
+
+    5,000 nodes with full status would cost hundreds of MB; consumers read labels (and the
+    extender one topology annotation)."""
     meta = obj.get("metadata") or {}
     kept = {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels") if k in meta}
+    wanted = {k: v for k, v in (meta.get("annotations") or {}).items() if k in annotations}
+    if wanted:
+        kept["annotations"] = wanted
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
 
 
@@ -55,8 +61,8 @@ def default_specs(template_selector: str | None = None) -> tuple[WatchSpec, ...]
         WatchSpec("DeviceClass", resource, "deviceclasses"),
         WatchSpec("ResourceClaimTemplate", resource, "resourceclaimtemplates", namespaced=True,
                   label_selector=template_selector),
-        WatchSpec("Namespace", "v1", "namespaces", compact=_name_and_labels),
-        WatchSpec("Node", "v1", "nodes", compact=_name_and_labels),
+        WatchSpec("Namespace", "v1", "namespaces", compact=compact_metadata),
+        WatchSpec("Node", "v1", "nodes", compact=compact_metadata),
     )
 
 
