@@ -15,6 +15,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
 import orjson
@@ -30,6 +31,7 @@ log = logging.getLogger("gpuclaim.webhook")
 # the apiserver's default timeoutSeconds is 10 and the chart sets less: answer before it gives up on us
 DEFAULT_TIME_LIMIT = 8.0
 _REASON = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
+_NO_CLASSES: Mapping[str, Any] = MappingProxyType({})
 
 
 class CheckUnavailable(Exception):
@@ -57,6 +59,8 @@ class Outcome:
     audit_annotations: Mapping[str, str] = field(default_factory=dict)
     converted: bool = False
     templates_created: int = 0
+    #: `patch` already encoded by `review.encode_patch` (a check that reuses a patch encodes it once)
+    encoded_patch: str | None = None
 
     @property
     def allowed(self) -> bool:
@@ -150,9 +154,11 @@ async def admit(endpoint: Endpoint, request: review.Request, request_errors: Seq
         return response, Record(endpoint, op, "denied", denial_reason=_denial_reason(outcome.errors),
                                 warning_reasons=reasons)
     # the apiserver rejects a patch from a validating webhook: never send one from there
-    patch = outcome.patch if endpoint == "mutate" else ()
-    response = review.Response(request.uid, True, patch=patch, warnings=warnings,
-                               audit_annotations=outcome.audit_annotations)
+    if endpoint == "mutate":
+        response = review.Response(request.uid, True, patch=outcome.patch, warnings=warnings,
+                                   audit_annotations=outcome.audit_annotations, encoded_patch=outcome.encoded_patch)
+    else:
+        response = review.Response(request.uid, True, warnings=warnings, audit_annotations=outcome.audit_annotations)
     return response, Record(endpoint, op, "allowed", warning_reasons=reasons, converted=outcome.converted,
                             templates_created=outcome.templates_created)
 
@@ -166,19 +172,47 @@ class CoreChecks:
     Without a cluster (no kubeconfig, not in a pod) DeviceClasses cannot be looked up, so conversion runs as if
     `conversion.requireClassesExist` were off, and templates cannot be created: a pod that would need one is
     admitted unchanged with a warning (it would otherwise reference a template that does not exist).
+
+    The hot path (a pod of a shape seen before, its template in the cluster view at a version already found
+    equal) costs a key of the pod's relevant parts, a dict lookup and one cluster-view lookup per template: the
+    conversion comes from `webhook.convert.ConversionCache`, its encoded patch and template specs are computed
+    once per cache entry.
     """
 
-    def __init__(self, *, own_namespace: str | None = None) -> None:
+    def __init__(self, *, own_namespace: str | None = None, cache_size: int = 4096) -> None:
+        from webhook import convert, templates  # the cores cost import time: only for a server that uses them
+
+        self._templates = templates
         self.own_namespace = own_namespace
+        self.conversions = convert.ConversionCache(cache_size)
         self._classes: dict[str, tuple[str, Any]] = {}  # name -> (resourceVersion, parsed DeviceClass)
+        # the mapping handed to conversion: a new object whenever a DeviceClass changed (the cache keys on it)
+        self._class_view: Mapping[str, Any] = _NO_CLASSES
+        self._classes_source: Any = None  # the cluster view whose DeviceClass events mark `_class_view` stale
+        self._classes_stale = True
+        self._offline_config: tuple[Any, Any] | None = None  # (config, the same with requireClassesExist off)
         # (kind, namespace, name) -> (resourceVersion, spec) already compared equal by webhook.templates
         self._verified: dict[tuple[str, str, str], Any] = {}
         self._live: tuple[Any, Any] | None = None  # (the cluster view, its LiveInventory)
 
-    def _device_classes(self, cache: Any) -> dict[str, Any]:
-        """Parsed DeviceClasses, re-parsed only when their resourceVersion changed."""
+    def _on_event(self, kind: str, _event_type: str, _obj: Any) -> None:
+        if kind == "DeviceClass":
+            self._classes_stale = True
+
+    def _device_classes(self, cache: Any) -> Mapping[str, Any]:
+        """Parsed DeviceClasses, re-parsed only when their resourceVersion changed; the same mapping object
+        until a DeviceClass event arrives (the cluster view's subscription, not a scan per pod)."""
         from dra import api
 
+        if cache is not self._classes_source:
+            subscribe = getattr(cache, "subscribe", None)
+            if subscribe is not None:
+                subscribe(self._on_event)
+            # a view without events is rescanned on every call (tests' small stand-ins)
+            self._classes_source = cache if subscribe is not None else None
+            self._classes_stale = True
+        if not self._classes_stale:
+            return self._class_view
         out: dict[str, Any] = {}
         for obj in cache.objects("DeviceClass").values():
             name = obj["metadata"]["name"]
@@ -192,37 +226,43 @@ class CoreChecks:
             out[name] = known[1]
         for gone in self._classes.keys() - out.keys():
             del self._classes[gone]
-        return out
+        if out != self._class_view:  # parsed models are frozen dataclasses: equal means nothing changed
+            self._class_view = out
+        self._classes_stale = self._classes_source is None
+        return self._class_view
 
-    @staticmethod
-    def _stamp(cache: Any, namespace: str, obj: Mapping[str, Any]) -> tuple[tuple[str, str, str], Any] | None:
-        kind, name = obj.get("kind", ""), obj["metadata"]["name"]
-        cached = cache.template(namespace, name) if kind == "ResourceClaimTemplate" else cache.claim(namespace, name)
-        if cached is None:
-            return None
-        version = (cached.get("metadata") or {}).get("resourceVersion")
-        return (kind, namespace, name), (version, orjson.dumps(obj.get("spec"), option=orjson.OPT_SORT_KEYS))
+    def _without_cluster(self, config: Any) -> Any:
+        """`conversion` with requireClassesExist off, one object per config (the conversion cache keys on it)."""
+        if self._offline_config is None or self._offline_config[0] is not config:
+            self._offline_config = (config, dataclasses.replace(config, require_classes_exist=False))
+        return self._offline_config[1]
 
-    def _known(self, cache: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> bool:
+    def _known(self, cache: Any, namespace: str, specs: Sequence[tuple[str, str, bytes]]) -> bool:
         """Every object is in the cluster view at a version already found equal to what this pod needs: the
         common case (pods of one shape share a template), answered without comparing the specs again."""
-        for obj in objects:
-            stamp = self._stamp(cache, namespace, obj)
-            if stamp is None or self._verified.get(stamp[0]) != stamp[1]:
+        verified = self._verified
+        for kind, name, spec in specs:
+            cached = cache.template(namespace, name) if kind == "ResourceClaimTemplate" else cache.claim(namespace,
+                                                                                                          name)
+            if cached is None:
+                return False
+            version = (cached.get("metadata") or {}).get("resourceVersion")
+            if verified.get((kind, namespace, name)) != (version, spec):
                 return False
         return True
 
-    def _remember(self, cache: Any, namespace: str, objects: Sequence[Mapping[str, Any]]) -> None:
+    def _remember(self, cache: Any, namespace: str, specs: Sequence[tuple[str, str, bytes]]) -> None:
         if len(self._verified) > 10_000:  # bounded: forget everything rather than grow with every namespace
             self._verified.clear()
-        for obj in objects:
-            stamp = self._stamp(cache, namespace, obj)
-            if stamp is not None:
-                self._verified[stamp[0]] = stamp[1]
+        for kind, name, spec in specs:
+            cached = cache.template(namespace, name) if kind == "ResourceClaimTemplate" else cache.claim(namespace,
+                                                                                                          name)
+            if cached is not None:
+                self._verified[(kind, namespace, name)] = ((cached.get("metadata") or {}).get("resourceVersion"),
+                                                           spec)
 
     async def mutate(self, request: review.Request, ctx: Context) -> Outcome:
-        from webhook import convert, templates
-
+        templates = self._templates
         if request.operation != "CREATE" or request.kind.kind != "Pod" or request.kind.group or request.sub_resource:
             return Outcome()
         if request.object is None:
@@ -230,16 +270,20 @@ class CoreChecks:
         conversion_config = ctx.config.conversion
         cache = ctx.cluster
         if cache is None:
-            conversion_config = dataclasses.replace(conversion_config, require_classes_exist=False)
-            classes: Mapping[str, Any] = {}
+            conversion_config = self._without_cluster(conversion_config)
+            classes: Mapping[str, Any] = _NO_CLASSES
             labels = None
         else:
             classes = self._device_classes(cache)
             labels = cache.namespace_labels(request.namespace) if request.namespace else None
-        conversion = convert.convert_pod(request.object, config=conversion_config, device_classes=classes,
-                                         namespace_labels=labels, namespace=request.namespace or None,
-                                         own_namespace=self.own_namespace)
-        notices = tuple(Notice("conversion", w) for w in conversion.warnings)
+        entry = self.conversions.lookup(request.object, config=conversion_config, device_classes=classes,
+                                        namespace_labels=labels, namespace=request.namespace or None,
+                                        own_namespace=self.own_namespace)
+        conversion = entry.conversion
+        prepared: _Prepared | None = entry.derived.get("webhook")
+        if prepared is None:
+            prepared = entry.derived["webhook"] = _Prepared.of(conversion)
+        notices = prepared.notices
         if conversion.refusals:
             return Outcome(errors=tuple(conversion.refusals), warnings=notices)
         if not conversion.patch:
@@ -250,8 +294,9 @@ class CoreChecks:
                 text = ("gpuclaim: this pod asks for GPUs it would convert to a ResourceClaimTemplate, but the webhook "
                         "runs without cluster access and cannot create it; the pod was admitted unchanged")
                 return Outcome(warnings=(*notices, Notice("no-cluster", text)))
-            if self._known(cache, request.namespace, conversion.objects):
-                return Outcome(patch=tuple(conversion.patch), warnings=notices, converted=True)
+            if self._known(cache, request.namespace, prepared.specs):
+                return Outcome(patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices,
+                               converted=True)
             try:  # on dryRun this only compares with the cluster view: sideEffects NoneOnDryRun
                 made = await templates.create_objects(ctx.client, ctx.cluster, request.namespace, conversion,
                                                       dry_run=request.dry_run,
@@ -263,8 +308,9 @@ class CoreChecks:
                                warnings=notices)
             created = len(made.created)
             if len(made.known) == len(conversion.objects):
-                self._remember(cache, request.namespace, conversion.objects)
-        return Outcome(patch=tuple(conversion.patch), warnings=notices, converted=True, templates_created=created)
+                self._remember(cache, request.namespace, prepared.specs)
+        return Outcome(patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices, converted=True,
+                       templates_created=created)
 
     def _inventory(self, ctx: Context) -> Any:
         from webhook import validate
@@ -289,6 +335,25 @@ class CoreChecks:
                                            inventory=inventory, config=ctx.config)
         notices = tuple(Notice("validation", w) for w in verdict.warnings)
         return Outcome(errors=tuple(verdict.denials), warnings=notices)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What the webhook derives from one (cached) conversion, once: its notices, the patch as a tuple and
+    encoded for the wire, and each object's (kind, name, canonical spec) for the cluster-view comparison."""
+
+    notices: tuple[Notice, ...]
+    patch: tuple[Mapping[str, Any], ...]
+    encoded_patch: str | None
+    specs: tuple[tuple[str, str, bytes], ...]
+
+    @classmethod
+    def of(cls, conversion: Any) -> _Prepared:
+        patch = tuple(conversion.patch)
+        specs = tuple((obj.get("kind", ""), obj["metadata"]["name"],
+                       orjson.dumps(obj.get("spec"), option=orjson.OPT_SORT_KEYS)) for obj in conversion.objects)
+        return cls(notices=tuple(Notice("conversion", w) for w in conversion.warnings), patch=patch,
+                   encoded_patch=review.encode_patch(patch) if patch else None, specs=specs)
 
 
 def core_checks(*, own_namespace: str | None = None) -> Checks:

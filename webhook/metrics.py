@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
@@ -44,12 +45,22 @@ class WebhookMetrics:
         self._reviews = {(e, o, r): self.reviews.labels(e, o, r)
                          for e in ENDPOINTS for o in OPERATIONS for r in RESULTS}
         self._duration = {e: self.duration.labels(e) for e in ENDPOINTS}
+        self._denials: dict[tuple[str, str], Any] = {}
+        self._warnings: dict[tuple[str, str], Any] = {}
         for endpoint in ENDPOINTS:
             for reason in ErrorType:
                 self.denials.labels(endpoint, str(reason))
             self.warnings.labels(endpoint, "internal-error")
             for code in ("400", "413", "415"):
                 self.bad_requests.labels(endpoint, code)
+
+    @staticmethod
+    def _child(metric: Counter, children: dict[tuple[str, str], Any], endpoint: str, reason: str) -> Any:
+        # reasons are a closed set (admit.warning_reason, ErrorType), so this memo stays small
+        child = children.get((endpoint, reason))
+        if child is None:
+            child = children[(endpoint, reason)] = metric.labels(endpoint, reason)
+        return child
 
     def watch_cert_expiry(self, expiry: Callable[[], float]) -> None:
         self.cert_expiry.set_function(expiry)
@@ -59,9 +70,9 @@ class WebhookMetrics:
         self._reviews[(record.endpoint, operation, record.result)].inc()
         self._duration[record.endpoint].observe(seconds)
         if record.denial_reason is not None:
-            self.denials.labels(record.endpoint, record.denial_reason).inc()
+            self._child(self.denials, self._denials, record.endpoint, record.denial_reason).inc()
         for reason in record.warning_reasons:
-            self.warnings.labels(record.endpoint, reason).inc()
+            self._child(self.warnings, self._warnings, record.endpoint, reason).inc()
         if record.converted:
             self.conversions.inc()
         if record.templates_created:

@@ -80,33 +80,37 @@ class Response:
     patch: Sequence[Mapping[str, Any]] | None = None  # RFC 6902 operations; only from the mutating endpoint
     warnings: Sequence[str] = ()
     audit_annotations: Mapping[str, str] = field(default_factory=dict)
+    #: `encode_patch(patch)`, when the caller has it already (a cached conversion's patch is encoded once)
+    encoded_patch: str | None = None
 
 
 def _str(request: Mapping[str, Any], key: str, errors: list[FieldError], *, required: bool = False) -> str:
     value = request.get(key)
-    path = Path.root("request", key)
+    if isinstance(value, str):  # the well-formed case first: no field path is built unless something is wrong
+        return value
     if value is None:
         if required:
-            errors.append(FieldError.required(path))
+            errors.append(FieldError.required(Path.root("request", key)))
         return ""
-    if not isinstance(value, str):
-        errors.append(FieldError.invalid(path, _brief(value), "must be a string"))
-        return ""
-    return value
+    errors.append(FieldError.invalid(Path.root("request", key), _brief(value), "must be a string"))
+    return ""
 
 
 def _gv(request: Mapping[str, Any], key: str, last: str, errors: list[FieldError]) -> tuple[str, str, str]:
     value = request.get(key)
-    path = Path.root("request", key)
     if not isinstance(value, dict):
+        path = Path.root("request", key)
         errors.append(FieldError.required(path) if value is None else
                       FieldError.invalid(path, _brief(value), f"must be an object with group, version, {last}"))
         return "", "", ""
+    group, version, name = value.get("group", ""), value.get("version", ""), value.get(last, "")
+    if type(group) is str and type(version) is str and type(name) is str:
+        return group, version, name
     out: list[str] = []
-    for part in ("group", "version", last):
-        item = value.get(part, "")
+    for part, item in (("group", group), ("version", version), (last, name)):
         if not isinstance(item, str):
-            errors.append(FieldError.invalid(path.child(part), _brief(item), "must be a string"))
+            errors.append(FieldError.invalid(Path.root("request", key).child(part), _brief(item),
+                                             "must be a string"))
             item = ""
         out.append(item)
     return out[0], out[1], out[2]
@@ -201,6 +205,11 @@ def _clean_warning(text: str) -> str:
     return text if len(text) <= MAX_WARNING_CHARS else text[: MAX_WARNING_CHARS - 3] + "..."
 
 
+def encode_patch(patch: Sequence[Mapping[str, Any]]) -> str:
+    """RFC 6902 operations as the `patch` field carries them: base64 of the JSON array."""
+    return base64.b64encode(orjson.dumps(list(patch))).decode("ascii")
+
+
 def to_wire(response: Response) -> Obj:
     body: Obj = {"uid": response.uid, "allowed": response.allowed}
     if response.status is not None:
@@ -208,7 +217,7 @@ def to_wire(response: Response) -> Obj:
                           "code": response.status.code}
     if response.patch:
         # a patch without patchType is rejected by the apiserver; an empty one is left out altogether
-        body["patch"] = base64.b64encode(orjson.dumps(list(response.patch))).decode("ascii")
+        body["patch"] = response.encoded_patch or encode_patch(response.patch)
         body["patchType"] = "JSONPatch"
     if response.warnings:
         warnings = [_clean_warning(w) for w in response.warnings[:MAX_WARNINGS]]
