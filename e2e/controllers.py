@@ -133,8 +133,11 @@ class ResourceClaimController:
             except (ApiError, ApiUnavailable) as exc:
                 log.warning("resourceclaim controller: sync failed, retrying: %s", exc)
                 wait = backoff.next()
+            # asyncio.timeout, not wait_for: on 3.11 wait_for loses a cancel that races the event being set,
+            # and stop() would then wait forever
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), self.resync if wait is None else min(wait, self.resync))
+                async with asyncio.timeout(self.resync if wait is None else min(wait, self.resync)):
+                    await self._dirty.wait()
 
     def _backoff(self) -> Backoff:
         return Backoff(initial=self._backoff_initial, cap=self._backoff_cap,
