@@ -76,6 +76,9 @@ async def sustained(traffic: Traffic, *, pid: int, count: int, rate: float, warm
     final_rss = samples[-1][1]
     latencies = sorted(r.latency_s * 1000 for r in records)
     growth = (max(warm) - warm_rss) / warm_rss * 100 if warm else 0.0
+    after = [(done, mb) for done, mb in samples if done >= warm_at]
+    slope = statistics.linear_regression([d for d, _ in after], [mb for _, mb in after]).slope * 1000 \
+        if len({d for d, _ in after}) > 1 else 0.0
     return {
         "admissions": len(records),
         "seconds": round(elapsed, 2),
@@ -86,6 +89,8 @@ async def sustained(traffic: Traffic, *, pid: int, count: int, rate: float, warm
         "rss_mb": {"start": round(samples[0][1], 1), "afterWarmup": round(warm_rss, 1),
                    "max": round(max(mb for _, mb in samples), 1), "final": round(final_rss, 1)},
         "rss_growth_after_warmup_pct": round(growth, 2),
+        # a trend the 10 % bound alone would hide on a short run: MB per 1000 admissions after warm-up
+        "rss_slope_mb_per_1000_admissions": round(slope, 3),
         "warmup_admissions": warm_at,
         "ok": not errors and not wrong and growth <= MAX_GROWTH_PCT,
     }

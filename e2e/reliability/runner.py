@@ -34,7 +34,7 @@ class Sizes:
     load_rate: float
 
 
-SHORT = Sizes(chaos_rate=8, load_count=400, load_rate=40)
+SHORT = Sizes(chaos_rate=8, load_count=300, load_rate=40)
 LONG = Sizes(chaos_rate=15, load_count=6000, load_rate=40)
 
 

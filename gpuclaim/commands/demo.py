@@ -90,7 +90,7 @@ def _keep(stack: Any) -> dict[str, Any]:
         "examples": [
             f"kubectl --kubeconfig {kubeconfig} get pods -n ml-team -o wide",
             f"kubectl --kubeconfig {kubeconfig} get resourceclaims -A",
-            f"kubectl --kubeconfig {kubeconfig} apply -f my-gpu-pod.yaml",
+            f"kubectl --kubeconfig {kubeconfig} create -f my-gpu-pod.yaml",
             f"curl --cacert {shlex.quote(str(ca))} -H 'Authorization: Bearer double-token' {base}",
             f"curl --cacert {shlex.quote(str(ca))} -H 'Authorization: Bearer double-token' "
             f"{stack.api_url}/apis/resource.k8s.io/v1/resourceclaimtemplates",
