@@ -27,7 +27,9 @@ def _error(request: web.Request, endpoint: str, code: int, message: str, started
 async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Response:
     started = time.perf_counter()
     app = request.app
-    if request.headers.get(hdrs.CONTENT_TYPE) and request.content_type != _JSON:
+    raw_type = request.headers.get(hdrs.CONTENT_TYPE)
+    # the exact header kube-apiserver sends needs no parsing (aiohttp parses it anew for every request)
+    if raw_type and raw_type != _JSON and request.content_type != _JSON:
         return _error(request, endpoint, 415, f"Content-Type {request.content_type!r}: expected {_JSON}", started)
     try:
         body = await request.read()

@@ -33,34 +33,31 @@ from .containers import APP, INIT
 from .pod import Conversion, convert_pod
 
 DEFAULT_MAX_ENTRIES = 4096
-_AFFINITY = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
 
 
-def _at(node: Any, *steps: str) -> Any:
-    """The value at `steps`, or None if a step is missing or not a mapping (only for walking down)."""
-    for step in steps:
-        node = node.get(step) if type(node) is dict or isinstance(node, Mapping) else None
-    return node
+_SPEC_FIELDS = ("nodeSelector", "resourceClaims", "schedulerName")
+_CONTAINER_FIELDS = ("name", "restartPolicy", "resources")
+_REQUIRED = ("requiredDuringSchedulingIgnoredDuringExecution",)
 
 
-def _field(node: Any, key: str) -> list[Any]:
-    # `[]` when absent, `[value]` when present: an absent field and any value (null included) never encode alike
-    # `type() is dict` first: decoded JSON is all dicts, and the ABC check costs more than the rest of the key
-    return [node[key]] if (type(node) is dict or isinstance(node, Mapping)) and key in node else []
+def _is_map(node: Any) -> bool:
+    # decoded JSON is all dicts and the ABC check costs more than the rest of the key: exact types first
+    return type(node) is dict or (node is not None and isinstance(node, Mapping))
 
 
-def _container(container: Any) -> list[Any]:
-    if type(container) is not dict and not isinstance(container, Mapping):
-        return ["other", container]  # conversion skips it; the tag keeps it apart from a real container
-    return ["container", _field(container, "name"), _field(container, "restartPolicy"),
-            _field(container, "resources")]
+def _pick(node: Any, keys: tuple[str, ...]) -> Any:
+    """The listed fields of a mapping (an absent field stays absent, a null stays null); anything else tagged,
+    so that no two different inputs encode alike (a JSON object, an array and null never do)."""
+    if _is_map(node):
+        return {k: node[k] for k in keys if k in node}
+    return None if node is None else ["other", node]
 
 
-def _containers(spec: Any, kind: str) -> list[Any]:
-    containers = spec.get(kind) if type(spec) is dict or isinstance(spec, Mapping) else None
+def _containers(spec: Any, kind: str) -> Any:
+    containers = spec.get(kind) if _is_map(spec) else None
     if isinstance(containers, list):
-        return ["list", [_container(c) for c in containers]]
-    return ["other", _field(spec, kind)]
+        return [_pick(c, _CONTAINER_FIELDS) for c in containers]
+    return {"other": containers}  # conversion looks at no container here; still kept apart from a list
 
 
 def conversion_key(pod: Mapping[str, Any], conv: ConversionConfig, *, namespace: str | None,
@@ -68,16 +65,18 @@ def conversion_key(pod: Mapping[str, Any], conv: ConversionConfig, *, namespace:
     """The bytes two pods share exactly when `convert_pod` gives them the same result (for one config and
     DeviceClass set); None when the pod holds something JSON cannot express (then it is not cached)."""
     meta = pod.get("metadata")
-    annotations = _at(meta, "annotations")
     spec = pod.get("spec")
-    affinity = _at(spec, *_AFFINITY[:-1])
+    annotations = meta.get("annotations") if _is_map(meta) else None
+    node_affinity = None
+    if _is_map(spec):
+        affinity = spec.get("affinity")
+        node_affinity = affinity.get("nodeAffinity") if _is_map(affinity) else None
     parts = (
-        namespace, own_namespace, _field(meta, "namespace"),
+        namespace, own_namespace, _pick(meta, ("namespace",)),
         None if namespace_labels is None else list(namespace_labels.items()),
-        _field(annotations, conv.opt_out.annotation), _field(annotations, conv.sharing.annotation),
-        isinstance(spec, Mapping),
-        _field(spec, "nodeSelector"), _field(affinity, _AFFINITY[-1]), _field(spec, "resourceClaims"),
-        _field(spec, "schedulerName"), _containers(spec, INIT), _containers(spec, APP),
+        _pick(annotations, (conv.opt_out.annotation, conv.sharing.annotation)),
+        _pick(spec, _SPEC_FIELDS), _pick(node_affinity, _REQUIRED),
+        _containers(spec, INIT), _containers(spec, APP),
     )
     try:
         return orjson.dumps(parts)
