@@ -7,14 +7,13 @@ import asyncio
 import random
 import time
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 
 import kubernetes_validate
 import pytest
 from prometheus_client import CollectorRegistry
 
 from dra.config import load_config
-from e2e.apiserver import RunningDouble, Settings, Store, serve
+from e2e.apiserver import RunningDouble
 from extender import predict
 from extender.view import LiveView, extender_specs
 from kube import config as kube_config
@@ -37,21 +36,12 @@ async def eventually(check: Callable[[], bool], within: float = 5.0) -> None:
 
 
 @pytest.fixture
-async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(history_size=200), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
-    yield running
-    await running.close()
-
-
-@pytest.fixture
-async def view(double: RunningDouble) -> AsyncIterator[LiveView]:
-    client = KubeClient(kube_config.from_kubeconfig(double.kubeconfig), timeout=5.0)
+async def view(client: KubeClient) -> AsyncIterator[LiveView]:
     cache = ClusterCache(client, registry=CollectorRegistry(), rng=random.Random(7), silence_timeout=5.0,
                          backoff_initial=0.01, backoff_cap=0.2, specs=extender_specs(CONFIG))
     live = LiveView(cache, CONFIG)
     yield live
     await cache.stop()
-    await client.close()
 
 
 def _node(name: str, annotation: str | None = None) -> dict[str, object]:
