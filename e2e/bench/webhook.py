@@ -7,8 +7,10 @@ and HTTP stack with no work: the ceiling). The load generator runs in this proce
 
 Figures: `mutate_rps` and `validate_rps` (closed loop, `concurrency` requests in flight), `mutate_p50_ms` /
 `mutate_p99_ms` (open loop at a fixed 200 requests/s), `echo_rps` (closed loop, same bodies, same
-concurrency), `ratio_to_echo` = mutate_rps / echo_rps. The mutated pod is a typical 2-container pod asking for
-one `nvidia.com/gpu` each; its template exists after the warm-up (the steady state: no API call per pod).
+concurrency), `ratio_to_echo` = mutate_rps / echo_rps, the mutate and echo loops alternating in three rounds
+(so both see the same load on a shared machine), and each server's CPU time per request. The mutated pod is a
+typical 2-container pod asking for one `nvidia.com/gpu` each; its template exists after the warm-up (the steady
+state: no API call per pod).
 """
 
 from __future__ import annotations
@@ -269,20 +271,50 @@ async def _bench(quick: bool) -> dict[str, Any]:
                                     pids=(webhook.pid, echo.pid))
 
 
+async def _interleaved(pids: tuple[int, int], phases: tuple[Callable[[], Any], Callable[[], Any]], rounds: int
+                       ) -> tuple[tuple[float, float], tuple[float, float], list[float]]:
+    """Alternate the two closed loops (mutate, echo) `rounds` times: the machine's load changes by the second,
+    and a ratio of two phases run a minute apart measures the load as much as the servers. Returns, per phase,
+    (requests per second over all its rounds, server CPU ms per request), and the per-round ratios."""
+    seconds = [0.0, 0.0]
+    requests = [0, 0]
+    cpu = [0.0, 0.0]
+    ratios: list[float] = []
+    for _ in range(rounds):
+        rates = []
+        for i, phase in enumerate(phases):
+            before_cpu, before_n, started = _cpu_seconds(pids[i]), REQUESTS[0], time.perf_counter()
+            await phase()
+            seconds[i] += time.perf_counter() - started
+            requests[i] += REQUESTS[0] - before_n
+            cpu[i] += _cpu_seconds(pids[i]) - before_cpu
+            rates.append((REQUESTS[0] - before_n) / (time.perf_counter() - started))
+        ratios.append(rates[0] / rates[1])
+    result = tuple((requests[i] / seconds[i], cpu[i] * 1000 / max(1, requests[i])) for i in range(2))
+    return result[0], result[1], ratios
+
+
 async def _drive(url: str, echo_url: str, ca_pem: bytes, *, seconds: float, concurrency: int,
                  pids: tuple[int, int]) -> dict[str, Any]:
     context = client_context(ca_pem=ca_pem)
     connector = aiohttp.TCPConnector(ssl=context, limit=concurrency, keepalive_timeout=60)
+    rounds = 3
     async with aiohttp.ClientSession(connector=connector) as session:
         await _wait_ready(session, url)
         _progress("server ready; warm-up (creates the template once)")
         await _closed_loop(session, url + "/mutate", lambda i: pod_review(f"warm-{i}"), concurrency=4,
                            seconds=1.0, check=_expect("mutate", patch=True))
+        await _closed_loop(session, echo_url + "/echo", lambda i: pod_review(f"warm-{i}"), concurrency=concurrency,
+                           seconds=0.5, check=_expect("echo"))
         mutate_body: Callable[[int], bytes] = lambda i: pod_review(f"m-{i}")  # noqa: E731
-        _progress(f"mutate closed loop, {concurrency} in flight, {seconds:g}s")
-        mutate_rps, mutate_cpu = await _measured(pids[0], lambda: _closed_loop(
-            session, url + "/mutate", mutate_body, concurrency=concurrency, seconds=seconds,
-            check=_expect("mutate", patch=True)), lambda: REQUESTS[0])
+        _progress(f"mutate and echo closed loops, {concurrency} in flight, {rounds} alternating rounds of "
+                  f"{seconds / rounds:g}s each")
+        load_before = os.getloadavg()[0]
+        (mutate_rps, mutate_cpu), (echo_rps, echo_cpu), ratios = await _interleaved(pids, (
+            lambda: _closed_loop(session, url + "/mutate", mutate_body, concurrency=concurrency,
+                                 seconds=seconds / rounds, check=_expect("mutate", patch=True)),
+            lambda: _closed_loop(session, echo_url + "/echo", mutate_body, concurrency=concurrency,
+                                 seconds=seconds / rounds, check=_expect("echo"))), rounds)
         _progress("mutate at a fixed 200/s")
         latencies = await _fixed_rate(session, url + "/mutate", mutate_body, rate=200, seconds=seconds,
                                       check=_expect("mutate", patch=True))
@@ -290,10 +322,6 @@ async def _drive(url: str, echo_url: str, ca_pem: bytes, *, seconds: float, conc
         validate_rps, validate_cpu = await _measured(pids[0], lambda: _closed_loop(
             session, url + "/validate", lambda i: claim_review(f"v-{i}"), concurrency=concurrency,
             seconds=seconds, check=_expect("validate")), lambda: REQUESTS[0])
-        _progress("echo closed loop")
-        echo_rps, echo_cpu = await _measured(pids[1], lambda: _closed_loop(
-            session, echo_url + "/echo", mutate_body, concurrency=concurrency, seconds=seconds,
-            check=_expect("echo")), lambda: REQUESTS[0])
     return {
         "mutate_rps": round(mutate_rps, 1),
         "mutate_p50_ms": round(_percentile(latencies, 0.50) * 1000, 3),
@@ -301,14 +329,16 @@ async def _drive(url: str, echo_url: str, ca_pem: bytes, *, seconds: float, conc
         "validate_rps": round(validate_rps, 1),
         "echo_rps": round(echo_rps, 1),
         "ratio_to_echo": round(mutate_rps / echo_rps, 3),
+        "ratio_to_echo_per_round": [round(r, 3) for r in ratios],
         # server CPU per request: what a dedicated core would sustain, whatever else the machine runs
         "mutate_cpu_ms": round(mutate_cpu, 3),
         "validate_cpu_ms": round(validate_cpu, 3),
         "echo_cpu_ms": round(echo_cpu, 3),
         "cpu_ratio_to_echo": round(echo_cpu / mutate_cpu, 3) if mutate_cpu else None,
-        "inputs": {"seconds_per_phase": seconds, "concurrency": concurrency, "fixed_rate_per_s": 200,
-                   "latency_samples": len(latencies), "mutate_body_bytes": len(pod_review("m-0")),
-                   "validate_body_bytes": len(claim_review("v-0")),
+        "inputs": {"seconds_per_phase": seconds, "rounds": rounds, "concurrency": concurrency,
+                   "fixed_rate_per_s": 200, "latency_samples": len(latencies),
+                   "mutate_body_bytes": len(pod_review("m-0")), "validate_body_bytes": len(claim_review("v-0")),
+                   "load_average_1m": round(load_before, 2), "cpus": os.cpu_count(),
                    "note": "load generator, webhook, echo server and API double share this machine's CPUs"},
     }
 
