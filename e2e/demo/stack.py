@@ -152,7 +152,7 @@ class Stack:
         (load / "fleet.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False))
         first_line = self.workdir / "apiserver.stdout"
         service = f"{SERVICE_NAMESPACE}/{WEBHOOK_SERVICE}:443=127.0.0.1:{self.webhook_port}"
-        proc = self._spawn("apiserver", [self.python, "-m", "e2e.demo.double", "--load", str(load),
+        proc = self._spawn("apiserver", [self.python, "-m", "e2e.apiserver", "--load", str(load),
                                          "--webhook-service", service, "--workdir", str(self.workdir / "apiserver")],
                            stdout=first_line)
         deadline = time.monotonic() + START_TIMEOUT
