@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dra.api import DeviceID, NodeSelector
+from dra.api import AllocatedDevice, DeviceID, NodeSelector
 
 Status = Literal["allocated", "unsatisfiable", "error", "budget"]
 
@@ -38,31 +38,10 @@ DEFAULT_FEATURES = Features()
 
 
 @dataclass(frozen=True, slots=True)
-class DeviceResult:
-    """One ``status.allocation.devices.results[]`` entry as the scheduler would write it."""
-
-    request: str  # "<req>" or "<req>/<sub>"
-    driver: str
-    pool: str
-    device: str
-    admin_access: bool = False
-
-    @property
-    def id(self) -> DeviceID:
-        return DeviceID(self.driver, self.pool, self.device)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool, "device": self.device}
-        if self.admin_access:
-            out["adminAccess"] = True
-        return out
-
-
-@dataclass(frozen=True, slots=True)
 class ClaimAllocation:
     """The allocation of one claim: devices in pick order and the node selector upstream derives."""
 
-    results: tuple[DeviceResult, ...]
+    results: tuple[AllocatedDevice, ...]
     node_selector: NodeSelector | None
 
     def to_dict(self) -> dict[str, Any]:

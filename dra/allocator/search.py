@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from dra.api import (
+    AllocatedDevice,
     DeviceClass,
     DeviceID,
     NodeSelector,
@@ -25,7 +26,7 @@ from dra.api import (
     ResourceSlice,
 )
 
-from .model import DEFAULT_FEATURES, AllocationOutcome, ClaimAllocation, DeviceResult, Features
+from .model import DEFAULT_FEATURES, AllocationOutcome, ClaimAllocation, Features
 from .pools import Candidate, NodeInfo, NodePools, device_node_binding, gather_pools
 from .prepare import MAX_DEVICES_PER_CLAIM, AllocationError, Alternative, Compiler, PreparedClaim, Preparer
 
@@ -312,7 +313,7 @@ def allocate_on(
     out = []
     for picks in search.results:
         results = tuple(
-            DeviceResult(request=alt.ref, driver=cand.id.driver, pool=cand.id.pool, device=cand.id.device,
+            AllocatedDevice(request=alt.ref, driver=cand.id.driver, pool=cand.id.pool, device=cand.id.device,
                          admin_access=alt.admin)
             for alt, cand in picks
         )  # fmt: skip
@@ -344,5 +345,5 @@ def allocated_devices(claims: Iterable[ResourceClaim]) -> set[DeviceID]:
     for claim in claims:
         for result in claim.status.results:
             if not result.admin_access:
-                out.add(DeviceID(result.driver, result.pool, result.device))
+                out.add(result.id)
     return out

@@ -79,7 +79,7 @@ class DeviceClaim:
 
 @dataclass(frozen=True, slots=True)
 class AllocatedDevice:
-    """One entry of ``status.allocation.devices.results``."""
+    """One entry of ``status.allocation.devices.results``: as read from a claim, or as the allocator would write it."""
 
     request: str  # "<req>" or "<req>/<sub>"
     driver: str
@@ -88,8 +88,14 @@ class AllocatedDevice:
     admin_access: bool = False
 
     @property
-    def device_id(self) -> DeviceID:
+    def id(self) -> DeviceID:
         return DeviceID(self.driver, self.pool, self.device)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool, "device": self.device}
+        if self.admin_access:
+            out["adminAccess"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -271,7 +271,7 @@ def test_allocation_results_and_reserved_for_are_read() -> None:
     model, errors = api.parse_resource_claim(obj)
     assert errors == [] and model is not None
     (result,) = model.status.results
-    assert result.admin_access and result.device_id == api.DeviceID("gpu.nvidia.com", "node-a", "gpu-0")
+    assert result.admin_access and result.id == api.DeviceID("gpu.nvidia.com", "node-a", "gpu-0")
     assert model.spec.requests[0].exactly is not None and model.spec.requests[0].exactly.admin_access
 
 
