@@ -4,8 +4,7 @@ Generates 5,000 nodes with one H100-like ResourceSlice each (8 devices: 40,000 d
 20,000 ResourceClaims with allocations, serves them from the API double as a separate process
 over TLS, syncs a ClusterCache in this process and reports its RSS growth (`rss_mb`: RSS after
 sync minus RSS before the cache existed, both measured after a GC) and the total.
-The double loads with --no-validate (schema checks of 30,000 objects take minutes);
-tests/kube/test_bench_inventory.py validates the generated objects instead.
+The double loads with --no-validate (see `e2e.bench.procs.serving_double`).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,14 +21,9 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry
 
+from e2e.bench.procs import rss_mb, serving_double
+
 DRIVER = "gpu.nvidia.com"
-
-
-def _rss_mb(field: str = "VmRSS") -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _node(i: int) -> dict[str, Any]:
@@ -112,7 +105,7 @@ async def _sync(kubeconfig: Path) -> dict[str, Any]:
     from kube.client import KubeClient
 
     gc.collect()
-    before = _rss_mb()
+    before = rss_mb()
     client = KubeClient(config.from_kubeconfig(kubeconfig), timeout=120.0)
     cache = ClusterCache(client, registry=CollectorRegistry())
     started = time.perf_counter()
@@ -120,11 +113,11 @@ async def _sync(kubeconfig: Path) -> dict[str, Any]:
     await cache.wait_synced(600)
     sync_s = time.perf_counter() - started
     gc.collect()
-    after = _rss_mb()
+    after = rss_mb()
     devices = sum(len(s["spec"].get("devices") or ()) for s in cache.objects("ResourceSlice").values())
     figures = {"rss_mb": round(after - before, 1), "rss_measure": "growth of this process's RSS from before "
                "the cache was created to after sync (GC'd)", "rss_total_mb": round(after, 1),
-               "rss_peak_mb": round(_rss_mb("VmHWM"), 1), "sync_s": round(sync_s, 2),
+               "rss_peak_mb": round(rss_mb(field="VmHWM"), 1), "sync_s": round(sync_s, 2),
                "nodes": len(cache.objects("Node")), "devices": devices, "claims": len(cache.objects("ResourceClaim")),
                "allocated_devices": len(cache.allocated_devices())}
     await cache.stop()
@@ -140,18 +133,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"generating {nodes} nodes / {nodes * 8} devices / {claims} claims", file=sys.stderr)
         generate(data, nodes=nodes, claims=claims)
         started = time.perf_counter()
-        server = subprocess.Popen([sys.executable, "-m", "e2e.apiserver", "--listen", "127.0.0.1:0", "--load",
-                                   str(data), "--workdir", str(work), "--no-validate"],
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            assert server.stdout is not None
-            line = server.stdout.readline().strip()
-            if not line:
-                raise RuntimeError(f"the API double exited with {server.wait()} before serving")
+        with serving_double(data, work) as kubeconfig:
             print(f"API double loaded and serving after {time.perf_counter() - started:.1f}s", file=sys.stderr)
-            figures = asyncio.run(_sync(Path(line)))
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+            figures = asyncio.run(_sync(Path(kubeconfig)))
     figures["double_load_s"] = round(time.perf_counter() - started - figures["sync_s"], 1)
     return figures

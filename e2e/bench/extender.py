@@ -33,6 +33,7 @@ import aiohttp
 import orjson
 
 from e2e.bench import cache as cache_bench
+from e2e.bench.procs import rss_mb, serving_double
 
 SHAPES: dict[str, dict[str, Any]] = {
     "one": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}]},
@@ -66,13 +67,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _p99(samples: list[float]) -> float:
@@ -172,33 +166,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         (data / "05-templates.json").write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List",
                                                                "items": _templates()}))
         names = [f"gpu-node-{i:05d}.cluster.internal" for i in range(nodes)]
-        processes: list[subprocess.Popen[str]] = []
-        try:
-            server = subprocess.Popen([sys.executable, "-m", "e2e.apiserver", "--listen", "127.0.0.1:0", "--load",
-                                       str(data), "--workdir", str(work), "--no-validate"],
-                                      stdout=subprocess.PIPE, text=True)  # fmt: skip
-            processes.append(server)
-            assert server.stdout is not None
-            kubeconfig = server.stdout.readline().strip()
-            if not kubeconfig:
-                raise RuntimeError(f"the API double exited with {server.wait()} before serving")
+        with serving_double(data, work) as kubeconfig:
             port, metrics_port = _free_port(), _free_port()
             env = {**os.environ, "KUBERNETES_SERVICE_HOST": ""}
             extender = subprocess.Popen([sys.executable, "-m", "gpuclaim", "extender", "--kubeconfig", kubeconfig,
                                          "--listen", f"127.0.0.1:{port}", "--metrics-listen",
                                          f"127.0.0.1:{metrics_port}"], env=env, text=True)  # fmt: skip
-            processes.append(extender)
-            started = time.perf_counter()
-            base = f"http://127.0.0.1:{port}"
-            figures = asyncio.run(_drive(base, f"http://127.0.0.1:{metrics_port}/metrics", names,
-                                         calls=100 if args.quick else 200, all_calls=20 if args.quick else 50))
-            figures["rss_mb"] = round(_rss_mb(extender.pid), 1)
-            figures["run_s"] = round(time.perf_counter() - started, 1)
-        finally:
-            for process in reversed(processes):
-                process.terminate()
+            try:
+                started = time.perf_counter()
+                base = f"http://127.0.0.1:{port}"
+                figures = asyncio.run(_drive(base, f"http://127.0.0.1:{metrics_port}/metrics", names,
+                                             calls=100 if args.quick else 200, all_calls=20 if args.quick else 50))
+                figures["rss_mb"] = round(rss_mb(extender.pid), 1)
+                figures["run_s"] = round(time.perf_counter() - started, 1)
+            finally:
+                extender.terminate()
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=30)
+                    extender.wait(timeout=30)
     figures.update({"nodes": nodes, "gpus": nodes * 8, "allocated_claims": claims,
                     "targets": {"p99_ms_500_nodes": 20, "p99_ms_all_nodes": 150, "p99_ms_no_claims": 1}})
     return figures

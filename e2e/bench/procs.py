@@ -1,0 +1,37 @@
+"""What the fleet-scale benchmarks share about processes: the API double serving a generated fleet, and RSS."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def serving_double(data: Path, work: Path) -> Iterator[str]:
+    """`python -m e2e.apiserver` loaded with the manifests in `data`, as its own process; yields its kubeconfig path.
+
+    It loads with --no-validate: schema checks of tens of thousands of generated objects take minutes
+    (tests/kube/test_bench_inventory.py validates the generator's objects instead)."""
+    server = subprocess.Popen([sys.executable, "-m", "e2e.apiserver", "--listen", "127.0.0.1:0", "--load", str(data),
+                               "--workdir", str(work), "--no-validate"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        kubeconfig = server.stdout.readline().strip()
+        if not kubeconfig:
+            raise RuntimeError(f"the API double exited with {server.wait()} before serving")
+        yield kubeconfig
+    finally:
+        server.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=30)
+
+
+def rss_mb(pid: int | str = "self", field: str = "VmRSS") -> float:
+    """A /proc/<pid>/status memory figure in MB (VmRSS now, VmHWM the peak); NaN where the kernel has none."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
