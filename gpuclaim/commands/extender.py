@@ -15,41 +15,14 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
-import yaml
-
+from gpuclaim.commands._serve import add_server_arguments, load_config_file
 from gpuclaim.exitstatus import ExitStatus, UsageError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, metavar="FILE", help="the gpuclaim config file (YAML)")
-    parser.add_argument("--listen", metavar="HOST:PORT", help="scheduler-facing address (default extender.listen)")
-    parser.add_argument("--tls-cert", type=Path, metavar="FILE", help="serving certificate (PEM); with --tls-key")
-    parser.add_argument("--tls-key", type=Path, metavar="FILE", help="serving key (PEM); with --tls-cert")
-    parser.add_argument("--metrics-listen", metavar="HOST:PORT",
-                        help="metrics address (default extender.metricsListen)")
+    add_server_arguments(parser, section="extender", serves="scheduler-facing")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
-
-
-def load_config_file(path: Path | None) -> Any:
-    """The typed Config from ``--config`` (None: defaults); UsageError naming the file and key on problems."""
-    from dra.config import ConfigError, load_config
-
-    if path is None:
-        return load_config(None)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--config {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"--config {path}: not YAML: {' '.join(str(exc).split())}") from None
-    if data is not None and not isinstance(data, dict):
-        raise UsageError(f"--config {path}: expected a mapping at the top level")
-    try:
-        return load_config(data)
-    except ConfigError as exc:
-        raise UsageError(f"--config {path}: {exc}") from None
 
 
 def _listen(value: str, flag: str) -> str:

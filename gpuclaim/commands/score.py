@@ -72,7 +72,7 @@ def rows(pod: Mapping[str, Any], view: Any, config: Any) -> list[dict[str, Any]]
 
 def run(args: argparse.Namespace) -> int:
     from extender.offline import InventoryError, OfflineView
-    from gpuclaim.commands.extender import load_config_file
+    from gpuclaim.commands._serve import load_config_file
 
     config = load_config_file(args.config).extender
     pod = _load_pod(args.pod)
