@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import re
 import types
@@ -97,6 +98,7 @@ class Record:
     error: str | None = None
 
 
+@functools.lru_cache(maxsize=256)  # checks use a handful of reasons; the regex ran on every warning
 def warning_reason(reason: str) -> str:
     """Keep metric labels bounded: anything that is not a short kebab-case token counts as `other`."""
     return reason if _REASON.match(reason) else "other"
@@ -333,8 +335,7 @@ class CoreChecks:
                         "runs without cluster access and cannot create it; the pod was admitted unchanged")
                 return Outcome(warnings=(*notices, Notice("no-cluster", text)))
             if self._known(cache, request.namespace, prepared.specs):
-                return Outcome(patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices,
-                               converted=True)
+                return prepared.converted
             try:  # on dryRun this only compares with the cluster view: sideEffects NoneOnDryRun
                 made = await templates.create_objects(ctx.client, ctx.cluster, request.namespace, conversion,
                                                       dry_run=request.dry_run,
@@ -384,14 +385,17 @@ class _Prepared:
     patch: tuple[Mapping[str, Any], ...]
     encoded_patch: str | None
     specs: tuple[tuple[str, str, bytes], ...]
+    converted: Outcome  # the answer when every object is already in the cluster view (the steady state)
 
     @classmethod
     def of(cls, conversion: Any) -> _Prepared:
         patch = tuple(conversion.patch)
         specs = tuple((obj.get("kind", ""), obj["metadata"]["name"],
                        orjson.dumps(obj.get("spec"), option=orjson.OPT_SORT_KEYS)) for obj in conversion.objects)
-        return cls(notices=tuple(Notice("conversion", w) for w in conversion.warnings), patch=patch,
-                   encoded_patch=review.encode_patch(patch) if patch else None, specs=specs)
+        notices = tuple(Notice("conversion", w) for w in conversion.warnings)
+        encoded = review.encode_patch(patch) if patch else None
+        return cls(notices=notices, patch=patch, encoded_patch=encoded, specs=specs,
+                   converted=Outcome(patch=patch, encoded_patch=encoded, warnings=notices, converted=True))
 
 
 def core_checks(*, own_namespace: str | None = None) -> Checks:
