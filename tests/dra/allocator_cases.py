@@ -87,11 +87,6 @@ def slice_object(raw: dict[str, Any]) -> dict[str, Any]:
                     "bindsToNode", "bindingConditions", "bindingFailureConditions"):  # fmt: skip
             if key in d:
                 device[key] = d[key]
-        if len(device) > 1:
-            # dra.api (slices._parse_device) reads taints/consumesCounters/... only when a device has more than
-            # three fields; real devices always have attributes and capacity, so give these the same shape.
-            device.setdefault("attributes", {})
-            device.setdefault("capacity", {})
         devices.append(device)
     spec["devices"] = devices
     return {"apiVersion": api.API_VERSION, "kind": "ResourceSlice", "metadata": {"name": raw["slice"]}, "spec": spec}
