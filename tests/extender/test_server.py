@@ -11,7 +11,6 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -19,7 +18,7 @@ import pytest
 import yaml
 
 from e2e import selfsigned
-from e2e.apiserver import RunningDouble, Settings, Store, serve
+from e2e.apiserver import RunningDouble
 from gpuclaim.cli import main
 
 from . import fleet
@@ -31,14 +30,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(history_size=200), workdir=tmp_path / "double",
-                          settings=Settings(bookmark_interval=0.2))
-    yield running
-    await running.close()
-
-
 async def test_the_server_answers_over_https_once_ready(double: RunningDouble, tmp_path: Path) -> None:
     for obj in (fleet.pairs_node("a"), fleet.pairs_node("b"), *fleet.gpu_classes(),
                 fleet.allocated_claim("held", [("a", "gpu-0"), ("a", "gpu-2"), ("a", "gpu-4"), ("a", "gpu-6")])):
@@ -46,7 +37,7 @@ async def test_the_server_answers_over_https_once_ready(double: RunningDouble, t
     template = fleet.template("two", fleet.tight_or_any(2))
     template["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "gpuclaim"}
     double.store.restore(template)
-    tls = selfsigned.issue(tmp_path / "tls")
+    tls = selfsigned.issue(tmp_path / "extender-tls")  # the suite's double keeps its own in tmp_path/tls
     port, metrics_port = _free_port(), _free_port()
     env = {**os.environ, "KUBERNETES_SERVICE_HOST": ""}
     process = await asyncio.create_subprocess_exec(
