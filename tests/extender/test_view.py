@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import kubernetes_validate
 import pytest
+from eventually import eventually
 from prometheus_client import CollectorRegistry
 
 from dra.config import load_config
@@ -25,14 +25,6 @@ from . import fleet
 CONFIG = load_config({})
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
-
-
-async def eventually(check: Callable[[], bool], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture
