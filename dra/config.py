@@ -38,6 +38,15 @@ _listen = _rule(
     lambda v: (m := _LISTEN.match(v)) is not None and 0 <= int(m.group(2)) <= 65535,
     "must be HOST:PORT (e.g. 0.0.0.0:8443, [::]:8443 or :8443)",
 )
+
+
+def split_listen(value: str) -> tuple[str, int]:
+    """A `listen`/`metricsListen` value (checked by the rule above) -> (host, port) to bind; `:PORT` is all IPv4
+    interfaces, `[v6]:PORT` loses its brackets."""
+    host, _, port = value.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
 _positive = _rule(lambda v: v > 0, "must be greater than zero")
 _non_negative = _rule(lambda v: v >= 0, "must be greater than or equal to zero")
 _fraction = _rule(lambda v: 0 <= v <= 1, "must be between 0 and 1")

@@ -19,7 +19,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-from dra.config import Config, ExtenderConfig
+from dra.config import Config, ExtenderConfig, split_listen
 
 from . import handlers, keys
 from .metrics import ExtenderMetrics
@@ -70,11 +70,6 @@ async def _keep_warm(cache: ClusterCacheLike, view: LiveViewLike) -> None:
             gc.freeze()
             log.info("built %d node states in %.2fs", built, asyncio.get_running_loop().time() - started)
         await asyncio.sleep(1.0)
-
-
-def split_listen(value: str) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 async def run(config: Config, *, listen: str, metrics_listen: str, kubeconfig: str | None,

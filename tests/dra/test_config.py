@@ -219,3 +219,12 @@ def test_arbitrary_documents_never_raise_anything_but_config_error(data: dict[An
         load_config(data)
     except ConfigError as exc:
         assert all(str(i) for i in exc.issues)
+
+
+@pytest.mark.parametrize(("value", "bound"), [
+    ("0.0.0.0:8443", ("0.0.0.0", 8443)), (":9090", ("0.0.0.0", 9090)), ("[::]:8888", ("::", 8888)),
+    ("[::1]:0", ("::1", 0)), ("gpuclaim.example:443", ("gpuclaim.example", 443)),
+])  # fmt: skip
+def test_split_listen_gives_the_address_both_servers_bind(value: str, bound: tuple[str, int]) -> None:
+    assert load_config({"extender": {"listen": value}}).extender.listen == value  # the config accepts it
+    assert cfg.split_listen(value) == bound
