@@ -13,8 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gpuclaim.commands._serve import add_server_arguments, read_config_file
 from gpuclaim.exitstatus import ExitStatus, UsageError
 
 # config key path -> the flag that set it, so an error names what the user typed
@@ -22,31 +21,15 @@ _FLAGS = {"webhook.listen": "--listen", "webhook.metricsListen": "--metrics-list
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    p = parser
-    p.add_argument("--config", type=Path, metavar="FILE", help="the gpuclaim config file (YAML); default: built-in")
-    p.add_argument("--listen", metavar="HOST:PORT", help="HTTPS address (default webhook.listen, 0.0.0.0:8443)")
-    p.add_argument("--tls-cert", type=Path, metavar="FILE", help="serving certificate (PEM), reloaded on change")
-    p.add_argument("--tls-key", type=Path, metavar="FILE", help="its private key (PEM)")
-    p.add_argument("--metrics-listen", metavar="HOST:PORT",
-                   help="plain-HTTP /metrics address (default webhook.metricsListen, 0.0.0.0:9090)")
-    p.add_argument("--kubeconfig", type=Path, metavar="FILE",
-                   help="cluster access for the cluster view (default: in-cluster when in a pod, else none)")
+    add_server_arguments(parser, section="webhook", serves="HTTPS")
+    parser.add_argument("--kubeconfig", type=Path, metavar="FILE",
+                        help="cluster access for the cluster view (default: in-cluster when in a pod, else none)")
 
 
 def _load(args: argparse.Namespace) -> Any:
     from dra.config import ConfigError, load_config
 
-    data: dict[str, Any] = {}
-    if args.config is not None:
-        try:
-            loaded = yaml.safe_load(args.config.read_text())
-        except OSError as exc:
-            raise UsageError(f"--config: cannot read {args.config}: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise UsageError(f"--config: {args.config} is not valid YAML: {exc}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise UsageError(f"--config: {args.config} must hold a mapping of sections, not a {type(loaded).__name__}")
-        data = loaded or {}
+    data: dict[str, Any] = (read_config_file(args.config) or {}) if args.config is not None else {}
     section = data.get("webhook") or {}
     if isinstance(section, dict):  # anything else is left for the loader to report with its path
         section = dict(section)

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from convert_support import config, nvidia_classes
 from prometheus_client import CollectorRegistry
 
-from e2e.apiserver import Fault, RunningDouble, Settings, Store, serve
+from e2e.apiserver import Fault, RunningDouble
 from e2e.apiserver.resources import BY_KEY
 from kube import ClusterCache
-from kube import config as kube_config
 from kube.client import KubeClient, resource_path
 from webhook.convert import Conversion, convert_pod
 from webhook.templates import CreationError, create_objects
@@ -26,19 +23,10 @@ CLAIMS = BY_KEY["resource.k8s.io/v1/resourceclaims"]
 
 
 @pytest.fixture
-async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(history_size=200), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
-    yield running
-    await running.close()
-
-
-@pytest.fixture
-async def client(double: RunningDouble) -> AsyncIterator[KubeClient]:
-    kube_client = KubeClient(kube_config.from_kubeconfig(double.kubeconfig), timeout=5.0)
-    await kube_client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                    "metadata": {"name": NS}})
-    yield kube_client
-    await kube_client.close()
+async def client(client: KubeClient) -> KubeClient:
+    """The suite-wide client for the API double, with the test namespace created."""
+    await client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return client
 
 
 def conversion(count: int = 2, group: str | None = None) -> Conversion:
