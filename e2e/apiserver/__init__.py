@@ -1,4 +1,4 @@
-"""A Kubernetes API double for tests (not a kube-apiserver): see .readme/cluster-view.md for what it models."""
+"""A Kubernetes API double for tests, not a kube-apiserver (README, "The Kubernetes API double": what it models)."""
 
 from e2e.apiserver.admission import Admission, AdmissionAttributes
 from e2e.apiserver.app import Settings, create_app
