@@ -313,6 +313,17 @@ class CoreChecks:
             conversion_config = self._without_cluster(conversion_config)
             classes: Mapping[str, Any] = _NO_CLASSES
             labels = None
+        elif not getattr(cache, "synced", True):
+            # before the first list the view knows no DeviceClass and no namespace label: "class missing" or
+            # "namespace not opted out" would be guesses. A pod with nothing to convert passes; one that would
+            # be converted is answered per internalErrorPolicy (fail closed: the client retries).
+            offline = self.conversions.lookup(request.object, config=self._without_cluster(conversion_config),
+                                              device_classes=_NO_CLASSES, namespace_labels=None,
+                                              namespace=request.namespace or None, own_namespace=self.own_namespace)
+            if offline.conversion.patch or offline.conversion.refusals:
+                raise CheckUnavailable("the cluster view has not finished its first list yet (DeviceClasses and "
+                                       "namespace labels are unknown); retry in a moment")
+            return Outcome(warnings=_Prepared.of(offline.conversion).notices)
         else:
             classes = self._device_classes(cache)
             labels = cache.namespace_labels(request.namespace) if request.namespace else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import yaml
 from server_helpers import FIXTURES, Server, client_ssl, make_config, pod_review, reloader_for, start
 
 from e2e import selfsigned
-from e2e.apiserver import RunningDouble, Settings, Store, serve
+from e2e.apiserver import Fault, RunningDouble, Settings, Store, serve
 from kube import config as kube_config
 from kube.client import KubeClient
 from webhook import admit, app, keys
@@ -140,3 +141,36 @@ async def test_validate_dry_runs_selectors_against_the_live_devices(live: Server
         _, some = await live.post("/validate", _claim_review(h100))
         assert none["response"]["allowed"] is True and none["response"]["warnings"]
         assert some["response"]["allowed"] is True and "warnings" not in some["response"]
+
+
+async def test_before_the_cluster_view_has_synced_gpu_pods_follow_the_internal_error_policy(
+        double: RunningDouble, tls_files: selfsigned.TlsFiles) -> None:
+    # found by the reliability suite: right after a restart the view knew no DeviceClass yet, and a GPU pod was
+    # refused with "the mapped DeviceClass ... not found" although the class existed
+    double.faults.add(Fault("delay", verbs=frozenset({"list"}), resources=frozenset({"deviceclasses"}),
+                            delay_seconds=30.0, times=None))
+    config = make_config()
+    config = dataclasses.replace(config, webhook=dataclasses.replace(
+        config.webhook, internal_error_policy=dataclasses.replace(config.webhook.internal_error_policy,
+                                                                  mutate="deny")))
+    application = app.create_app(config, checks=admit.core_checks(own_namespace="gpuclaim"),
+                                 reloader=reloader_for(tls_files),
+                                 kube_config=kube_config.from_kubeconfig(double.kubeconfig))
+    runner, url = await start(application)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
+    try:
+        server = Server(url, application, session, None, tls_files.ca_pem)
+        assert (await server.get("/readyz"))[0] == 503
+        status, body = await server.post("/mutate", pod_review(gpus=1, uid="u-early"))
+        response = body["response"]
+        assert status == 200 and response["allowed"] is False
+        assert response["status"]["code"] == 500  # a retriable failure, not a refusal of the pod
+        assert "not finished its first list" in response["status"]["message"]
+        assert "not found" not in response["status"]["message"]
+        # a pod with nothing to convert is not held up by the unsynced view
+        status, body = await server.post("/mutate", pod_review(gpus=None, uid="u-plain"))
+        assert status == 200 and body["response"]["allowed"] is True and "patch" not in body["response"]
+    finally:
+        double.faults.clear()
+        await session.close()
+        await runner.cleanup()
