@@ -7,8 +7,9 @@ slices updated in place (a device health update) are patched into it, and the dr
 slice with the summaries remembered on it. DeviceClasses are parsed
 once per resourceVersion, on the cache's events.
 
-The cache watches only gpuclaim-managed ResourceClaimTemplates (named ``gpuclaim-<hash>``): for any other
-name a template lookup answers UNKNOWN rather than "missing".
+By default the cache watches every ResourceClaimTemplate, so a template it does not hold is missing. A cache
+narrowed to gpuclaim's own templates (named ``gpuclaim-<hash>``) cannot tell: for any other name a template
+lookup then answers UNKNOWN rather than "missing".
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class LiveInventory:
         # Slices changed since self._index was built: names updated in place, or None after an addition or
         # deletion (which may change pool generations and order: the index is then built again).
         self._changed: set[str] | None = None
+        specs = getattr(cache, "specs", ())
+        self._all_templates = any(s.kind == "ResourceClaimTemplate" and not s.label_selector for s in specs)
         for obj in cache.objects("DeviceClass").values():
             self._parse(self._classes, obj, api.parse_device_class)
         cache.subscribe(self._on_event)
@@ -101,7 +104,7 @@ class LiveInventory:
         return self._cache.namespace_labels(name) if self._cache.synced else UNKNOWN
 
     def template(self, namespace: str, name: str) -> api.ResourceClaimTemplate | Unknown | None:
-        if not name.startswith(MANAGED_TEMPLATE_PREFIX) or not self._cache.synced:
+        if not self._cache.synced or not (self._all_templates or name.startswith(MANAGED_TEMPLATE_PREFIX)):
             return UNKNOWN
         obj = self._cache.template(namespace, name)
         if obj is None:

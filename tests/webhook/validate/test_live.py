@@ -1,6 +1,6 @@
 """The live inventory over the cluster cache (API double over TLS): parses each slice once per change,
-rebuilds the device index only after a change, answers UNKNOWN before the first sync and for templates
-the cache does not watch."""
+rebuilds the device index only after a change, answers UNKNOWN before the first sync and, on a view
+narrowed to gpuclaim's templates, for templates the cache does not watch."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from e2e.apiserver import RunningDouble
 from kube import ClusterCache, KubeClient
+from kube.cache import MANAGED_BY_SELECTOR, default_specs
 from webhook.validate import UNKNOWN, DeviceIndex, validate_object
 from webhook.validate.live import LiveInventory
 
@@ -90,13 +91,25 @@ async def test_live_inventory_dry_runs_against_the_cached_slices(
     await eventually(lambda: len(inventory.devices()) == 8)  # type: ignore[arg-type]
 
 
-async def test_templates_outside_gpuclaim_are_unknown_and_managed_ones_are_looked_up(cache: ClusterCache) -> None:
+async def test_every_template_is_looked_up_and_a_missing_one_is_missing(cache: ClusterCache) -> None:
     inventory = LiveInventory(cache)
     await cache.start()
     await cache.wait_synced(5)
-    assert inventory.template("default", "user-template") is UNKNOWN
+    assert inventory.template("default", "user-template") is None  # the view watches every template
     assert inventory.template("default", "gpuclaim-0123abcd") is None
     assert inventory.namespace_labels("nowhere") is None
+
+
+async def test_a_view_narrowed_to_gpuclaims_templates_cannot_tell_for_other_names(client: KubeClient) -> None:
+    narrow = ClusterCache(client, registry=CollectorRegistry(), specs=default_specs(MANAGED_BY_SELECTOR))
+    inventory = LiveInventory(narrow)
+    await narrow.start()
+    try:
+        await narrow.wait_synced(5)
+        assert inventory.template("default", "user-template") is UNKNOWN
+        assert inventory.template("default", "gpuclaim-0123abcd") is None
+    finally:
+        await narrow.stop()
 
 
 async def test_a_slice_update_patches_the_index_and_evaluates_only_that_slice(
