@@ -116,8 +116,28 @@ class Stack:
         self.timings[part] = round(time.monotonic() - started, 3)
 
     def stop(self) -> None:
-        for name in list(self.procs):
-            self.stop_part(name)
+        """SIGTERM every child at once, then wait for each up to the grace period (SIGKILL after it). A second
+        Ctrl-C while waiting must not strand the rest (they run in their own sessions): whatever is still
+        running then is killed before the interrupt goes on."""
+        procs = [self.procs.pop(name) for name in list(self.procs)]
+        try:
+            for proc in procs:
+                if proc.popen.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.popen.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE
+            for proc in procs:
+                try:
+                    proc.popen.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.popen.kill()
+                    proc.popen.wait()
+        except BaseException:
+            for proc in procs:
+                if proc.popen.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.popen.kill()
+            raise
 
     def stop_part(self, name: str, *, sig: int = signal.SIGTERM) -> int | None:
         """End one child (SIGTERM, or `sig`), waiting up to the grace period before SIGKILL; its exit code."""
