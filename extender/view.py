@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dra import allocator
-from dra.api import DeviceClass, DeviceID, ResourceSlice, parse_device_class, parse_resource_slice
+from dra.api import DeviceClass, DeviceID, parse_device_class
 from dra.config import Config
 from kube.cache import ClusterCache, compact_metadata, default_specs
 from kube.reflector import Obj, WatchSpec
@@ -60,7 +60,6 @@ class LiveView:
         self.config = config
         self._states: dict[str, NodeState] = {}
         self.verdict_groups = GroupCache()
-        self._slices: dict[str, tuple[str, ResourceSlice | None]] = {}  # name -> (resourceVersion, parsed)
         self._pool_nodes: dict[tuple[str, str], set[str]] = {}
         self._claim_devices: dict[tuple[str, str], frozenset[DeviceID]] = {}
         self._classes: dict[str, DeviceClass] | None = None
@@ -75,8 +74,6 @@ class LiveView:
         meta = obj.get("metadata") or {}
         if kind == "ResourceSlice":
             spec = obj.get("spec") or {}
-            if event_type == "DELETED":
-                self._slices.pop(meta.get("name", ""), None)
             node = spec.get("nodeName")
             if node:
                 key = (str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")))
@@ -151,10 +148,10 @@ class LiveView:
         if state is not None:
             return state
         labels = self.cache.node_labels(name)
-        raw = self.cache.slices_for_node(name)
-        if labels is None and not raw:
+        # parsed once by the cluster cache when each slice arrived (invalid slices are left out there)
+        parsed = self.cache.parsed_slices_for_node(name)
+        if labels is None and not parsed:
             return None
-        parsed = [s for s in (self._parse(o) for o in raw) if s is not None]
         node_obj = self.cache.objects("Node").get(name) or {}
         pools = allocator.gather_pools(allocator.NodeInfo(name, labels or {}), parsed)
         state = NodeState.build(config=self.config.extender, pools=pools, is_held=self.cache.is_allocated,
@@ -162,19 +159,6 @@ class LiveView:
         self._states[name] = state
         self.rebuilds += 1
         return state
-
-    def _parse(self, obj: Obj) -> ResourceSlice | None:
-        meta = obj.get("metadata") or {}
-        name, version = str(meta.get("name", "")), str(meta.get("resourceVersion", ""))
-        cached = self._slices.get(name)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        parsed, errors = parse_resource_slice(obj)
-        if errors:
-            log.warning("ResourceSlice %s ignored: %s", name, "; ".join(str(e) for e in errors[:3]))
-            parsed = None
-        self._slices[name] = (version, parsed)
-        return parsed
 
     # ---- readiness ---------------------------------------------------------------------------------------------
     def ready(self) -> tuple[bool, str]:

@@ -15,6 +15,7 @@ matched with the model's own matcher (one implementation of Kubernetes' NodeSele
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from dra.api import DeviceID, ResourceSlice, device_available_on, parse_resource_slice
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,7 @@ class Inventory:
     def __init__(self) -> None:
         self.node_labels: dict[str, Mapping[str, str]] = {}
         self._slices: dict[str, Obj] = {}
-        self._parsed: dict[str, ResourceSlice] = {}  # slices the model could read; others match no node
+        self._parsed: dict[str, ResourceSlice] = {}  # valid slices only; others match no node
         self._by_node: dict[str, set[str]] = {}  # nodeName slices, plus nodeSelector slices that match
         self._selector_slices: set[str] = set()
         self._all_nodes: set[str] = set()
@@ -80,9 +82,12 @@ class Inventory:
     def _index(self, obj: Obj) -> None:
         name, spec = obj["metadata"]["name"], obj.get("spec") or {}
         self._slices[name] = obj
-        parsed, _errors = parse_resource_slice(obj)  # the apiserver admitted it; errors here are ours to log
-        if parsed is not None:
+        parsed, errors = parse_resource_slice(obj)
+        if parsed is not None and not errors:
             self._parsed[name] = parsed
+        else:
+            # the allocator skips what the apiserver would have refused; so do all of gpuclaim's consumers
+            log.warning("ResourceSlice %s ignored: %s", name, "; ".join(str(e) for e in errors[:3]))
         if spec.get("nodeName"):
             self._by_node.setdefault(spec["nodeName"], set()).add(name)
         elif spec.get("nodeSelector"):

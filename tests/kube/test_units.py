@@ -72,8 +72,11 @@ def test_equal_small_containers_become_one_object_and_json_types_stay_apart() ->
      "n", {}, True),
     ({"nodeSelectorTerms": [{}]}, "n", {"z": "a"}, False),
     ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "z", "operator": "DoesNotExist"}]},
-                            {"matchExpressions": [{"key": "z", "operator": "Exists"}]}]}, "n", {"z": "a"}, True),
-], ids=["in", "notin-absent", "gt", "lt-not-a-number", "match-fields-name", "empty-term", "terms-ored"])
+                            {"matchExpressions": [{"key": "z", "operator": "Exists"}]}]}, "n", {"z": "a"}, False),
+], ids=["in", "notin-absent", "gt", "lt-not-a-number", "match-fields-name", "empty-term",
+        # a slice's nodeSelector must have exactly one term (ORed terms are dra.api's tests): the apiserver
+        # refuses this slice, so it is used on no node, as the allocator would skip it
+        "two-terms-invalid-for-a-slice"])
 def test_node_selector_slices_are_indexed_on_the_nodes_they_select(
     selector: dict[str, Any], name: str, labels: dict[str, str], expected: bool
 ) -> None:
