@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dra import allocator
-from dra.api import DeviceClass, DeviceID, parse_device_class
+from dra.api import DeviceClass, DeviceID
 from dra.config import Config
 from kube.cache import ClusterCache, compact_metadata, default_specs
 from kube.reflector import Obj, WatchSpec
@@ -62,7 +62,6 @@ class LiveView:
         self.verdict_groups = GroupCache()
         self._pool_nodes: dict[tuple[str, str], set[str]] = {}
         self._claim_devices: dict[tuple[str, str], frozenset[DeviceID]] = {}
-        self._classes: dict[str, DeviceClass] | None = None
         self.parsed_claims: dict[bytes, Any] = {}
         self.rebuilds = 0
         self.needs_warm = True  # every state is gone (start, class change, cluster-wide slice): rebuild ahead
@@ -99,7 +98,6 @@ class LiveView:
                 for node in nodes:
                     self._states.pop(node, None)
         elif kind == "DeviceClass":
-            self._classes = None
             self._drop_all()
 
     def _drop_all(self) -> None:
@@ -131,17 +129,7 @@ class LiveView:
         return self.cache.template(namespace, name)
 
     def classes(self) -> Mapping[str, DeviceClass]:
-        if self._classes is None:
-            classes: dict[str, DeviceClass] = {}
-            for obj in self.cache.objects("DeviceClass").values():
-                klass, errors = parse_device_class(obj)
-                if klass is not None and not errors:
-                    classes[klass.name] = klass
-                else:
-                    log.warning("DeviceClass %s ignored: %s", (obj.get("metadata") or {}).get("name"),
-                                "; ".join(str(e) for e in errors[:3]))
-            self._classes = classes
-        return self._classes
+        return self.cache.inventory.parsed_classes()  # parsed once by the cluster view; invalid ones left out
 
     def node_state(self, name: str) -> NodeState | None:
         state = self._states.get(name)

@@ -84,7 +84,7 @@ class ClusterCache:
         interner = Interner()  # one table for all kinds: claims share strings with slices (pool, device names)
         handlers: dict[str, Callable[[Obj | None, Obj | None], None]] = {
             "ResourceSlice": self.inventory.on_slice, "Node": self.inventory.on_node,
-            "ResourceClaim": self.claim_index.on_claim,
+            "ResourceClaim": self.claim_index.on_claim, "DeviceClass": self.inventory.on_class,
         }
         self.reflectors: dict[str, Reflector] = {}
         for spec in self.specs:

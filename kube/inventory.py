@@ -18,9 +18,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
-from dra.api import DeviceID, ResourceSlice, device_available_on, parse_resource_slice
+from dra.api import DeviceClass, DeviceID, ResourceSlice, device_available_on, parse_device_class, parse_resource_slice
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -50,6 +51,10 @@ class Inventory:
         self.node_labels: dict[str, Mapping[str, str]] = {}
         self._slices: dict[str, Obj] = {}
         self._parsed: dict[str, ResourceSlice] = {}  # valid slices only; others match no node
+        # DeviceClasses by name, parsed once per event; None marks one the model refuses (the apiserver would
+        # have): present but unusable, which consumers may tell apart from missing
+        self._classes: dict[str, DeviceClass | None] = {}
+        self._valid_classes: Mapping[str, DeviceClass] = MappingProxyType({})
         self._by_node: dict[str, set[str]] = {}  # nodeName slices, plus nodeSelector slices that match
         self._selector_slices: set[str] = set()
         self._all_nodes: set[str] = set()
@@ -72,6 +77,33 @@ class Inventory:
                 self._by_node.setdefault(name, set()).add(slice_name)
             else:
                 self._by_node.get(name, set()).discard(slice_name)
+
+    def on_class(self, old: Obj | None, new: Obj | None) -> None:
+        if new is None:
+            self._classes.pop(str((old or {}).get("metadata", {}).get("name", "")), None)
+        else:
+            name = str(new.get("metadata", {}).get("name", ""))
+            model, errors = parse_device_class(new)
+            if model is None or errors:
+                log.warning("DeviceClass %s ignored: %s", name, "; ".join(str(e) for e in errors[:3]))
+                model = None
+            self._classes[name] = model
+        # a new mapping object only when a parsed class differs (models are frozen dataclasses, metadata
+        # included): consumers key caches on its identity, so a relist of unchanged classes keeps them
+        valid = {n: c for n, c in self._classes.items() if c is not None}
+        if valid != self._valid_classes:
+            self._valid_classes = MappingProxyType(valid)
+
+    def parsed_class(self, name: str) -> DeviceClass | None:
+        """The parsed DeviceClass; None when missing or refused (see `class_refused`)."""
+        return self._classes.get(name)
+
+    def class_refused(self, name: str) -> bool:
+        return name in self._classes and self._classes[name] is None
+
+    def parsed_classes(self) -> Mapping[str, DeviceClass]:
+        """Every valid DeviceClass by name; the same object until a DeviceClass event."""
+        return self._valid_classes
 
     def on_slice(self, old: Obj | None, new: Obj | None) -> None:
         if old is not None:

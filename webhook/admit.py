@@ -225,51 +225,10 @@ class CoreChecks:
         self._templates = templates
         self.own_namespace = own_namespace
         self.conversions = convert.ConversionCache(cache_size)
-        self._classes: dict[str, tuple[str, Any]] = {}  # name -> (resourceVersion, parsed DeviceClass)
-        # the mapping handed to conversion: a new object whenever a DeviceClass changed (the cache keys on it)
-        self._class_view: Mapping[str, Any] = _NO_CLASSES
-        self._classes_source: Any = None  # the cluster view whose DeviceClass events mark `_class_view` stale
-        self._classes_stale = True
         self._offline_config: tuple[Any, Any] | None = None  # (config, the same with requireClassesExist off)
         # (kind, namespace, name) -> (resourceVersion, spec) already compared equal by webhook.templates
         self._verified: dict[tuple[str, str, str], Any] = {}
         self._live: tuple[Any, Any] | None = None  # (the cluster view, its LiveInventory)
-
-    def _on_event(self, kind: str, _event_type: str, _obj: Any) -> None:
-        if kind == "DeviceClass":
-            self._classes_stale = True
-
-    def _device_classes(self, cache: Any) -> Mapping[str, Any]:
-        """Parsed DeviceClasses, re-parsed only when their resourceVersion changed; the same mapping object
-        until a DeviceClass event arrives (the cluster view's subscription, not a scan per pod)."""
-        from dra import api
-
-        if cache is not self._classes_source:
-            subscribe = getattr(cache, "subscribe", None)
-            if subscribe is not None:
-                subscribe(self._on_event)
-            # a view without events is rescanned on every call (tests' small stand-ins)
-            self._classes_source = cache if subscribe is not None else None
-            self._classes_stale = True
-        if not self._classes_stale:
-            return self._class_view
-        out: dict[str, Any] = {}
-        for obj in cache.objects("DeviceClass").values():
-            name = obj["metadata"]["name"]
-            version = obj["metadata"].get("resourceVersion", "")
-            known = self._classes.get(name)
-            if known is None or known[0] != version:
-                model, _errors = api.parse_device_class(obj)
-                if model is None:
-                    continue
-                known = self._classes[name] = (version, model)
-            out[name] = known[1]
-        for gone in self._classes.keys() - out.keys():
-            del self._classes[gone]
-        if out != self._class_view:  # parsed models are frozen dataclasses: equal means nothing changed
-            self._class_view = out
-        self._classes_stale = self._classes_source is None
-        return self._class_view
 
     def _without_cluster(self, config: Any) -> Any:
         """`conversion` with requireClassesExist off, one object per config (the conversion cache keys on it)."""
@@ -325,7 +284,9 @@ class CoreChecks:
                                        "namespace labels are unknown); retry in a moment")
             return Outcome(warnings=_Prepared.of(offline.conversion).notices)
         else:
-            classes = self._device_classes(cache)
+            # parsed once by the cluster view; a new mapping only when a class changed (the conversion
+            # cache keys on its identity)
+            classes = cache.inventory.parsed_classes()
             labels = cache.namespace_labels(request.namespace) if request.namespace else None
         entry = self.conversions.lookup(request.object, config=conversion_config, device_classes=classes,
                                         namespace_labels=labels, namespace=request.namespace or None,

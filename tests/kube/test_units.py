@@ -90,3 +90,30 @@ def test_node_selector_slices_are_indexed_on_the_nodes_they_select(
     })
     assert bool(inventory.slices_for_node(name)) is expected
     assert [s.name for s in inventory.parsed_slices_for_node(name)] == (["s"] if expected else [])
+
+
+def test_device_classes_are_parsed_once_and_the_mapping_changes_only_with_them() -> None:
+    inventory = Inventory()
+
+    def klass(name: str, expression: str, rv: str) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                "metadata": {"name": name, "resourceVersion": rv},
+                "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+
+    gpu = klass("gpu.example.com", "device.driver == 'gpu.example.com'", "1")
+    inventory.on_class(None, gpu)
+    first = inventory.parsed_classes()
+    assert list(first) == ["gpu.example.com"]
+    # the same object again (a relist) keeps the mapping: consumers key caches on its identity
+    inventory.on_class(gpu, dict(gpu))
+    assert inventory.parsed_classes() is first
+    inventory.on_class(gpu, klass("gpu.example.com", "device.driver == 'other.example.com'", "3"))
+    assert inventory.parsed_classes() is not first
+    # one the apiserver would refuse is present but unusable, not missing
+    bad = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "bad"},
+           "spec": {"selectors": [{"cel": {}}]}}
+    inventory.on_class(None, bad)
+    assert inventory.class_refused("bad") and inventory.parsed_class("bad") is None
+    assert "bad" not in inventory.parsed_classes() and not inventory.class_refused("missing")
+    inventory.on_class(gpu, None)
+    assert inventory.parsed_classes() == {}

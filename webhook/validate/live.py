@@ -4,8 +4,7 @@ ResourceSlices are parsed once, by the cache, when they arrive (``ClusterCache.p
 module never parses one. After slice events the :class:`DeviceIndex` is renewed lazily, on the next request:
 slices updated in place (a device health update) are patched into it, and the dry-run redoes only those
 (:meth:`DeviceIndex.replaced`); an added or deleted slice rebuilds it, keeping the segment of every unchanged
-slice with the summaries remembered on it. DeviceClasses are parsed
-once per resourceVersion, on the cache's events.
+slice with the summaries remembered on it. DeviceClasses are parsed by the cache too, once per event.
 
 By default the cache watches every ResourceClaimTemplate, so a template it does not hold is missing. A cache
 narrowed to gpuclaim's own templates (named ``gpuclaim-<hash>``) cannot tell: for any other name a template
@@ -27,7 +26,6 @@ __all__ = ["MANAGED_TEMPLATE_PREFIX", "LiveInventory"]
 
 MANAGED_TEMPLATE_PREFIX = "gpuclaim-"
 log = logging.getLogger(__name__)
-_Parsed = dict[str, tuple[str, Any]]  # name -> (resourceVersion, parsed model or None)
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -38,7 +36,6 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
 class LiveInventory:
     def __init__(self, cache: ClusterCache) -> None:
         self._cache = cache
-        self._classes: _Parsed = {}
         self._templates: dict[tuple[str, str], tuple[str, api.ResourceClaimTemplate | None]] = {}
         self._index: DeviceIndex | None = None
         # Slices changed since self._index was built: names updated in place, or None after an addition or
@@ -46,23 +43,7 @@ class LiveInventory:
         self._changed: set[str] | None = None
         specs = getattr(cache, "specs", ())
         self._all_templates = any(s.kind == "ResourceClaimTemplate" and not s.label_selector for s in specs)
-        for obj in cache.objects("DeviceClass").values():
-            self._parse(self._classes, obj, api.parse_device_class)
         cache.subscribe(self._on_event)
-
-    @staticmethod
-    def _parse(into: _Parsed, obj: Mapping[str, Any], parse: Any) -> bool:
-        name, version = _key(obj)
-        known = into.get(name)
-        if known is not None and known[0] == version:
-            return False
-        model, errors = parse(obj)
-        if errors:
-            # The allocator skips what the apiserver would have refused; so does the dry-run.
-            log.warning("ignoring invalid %s %s: %s", obj.get("kind"), name, errors[0])
-            model = None
-        into[name] = (version, model)
-        return True
 
     def _on_event(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
         if kind == "ResourceSlice":
@@ -71,11 +52,6 @@ class LiveInventory:
                 self._changed.add(_key(obj)[0])
             else:
                 self._changed = None
-        elif kind == "DeviceClass":
-            if event_type == "DELETED":
-                self._classes.pop(_key(obj)[0], None)
-            else:
-                self._parse(self._classes, obj, api.parse_device_class)
 
     # ---- Inventory ------------------------------------------------------------------------------------
     def devices(self) -> DeviceIndex | Unknown:
@@ -95,10 +71,9 @@ class LiveInventory:
     def device_class(self, name: str) -> api.DeviceClass | Unknown | None:
         if not self._cache.synced:
             return UNKNOWN
-        found = self._classes.get(name)
-        if found is None:
-            return None
-        return UNKNOWN if found[1] is None else found[1]  # an invalid class: not ours to judge here
+        if self._cache.inventory.class_refused(name):
+            return UNKNOWN  # an invalid class: not ours to judge here
+        return self._cache.inventory.parsed_class(name)
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | Unknown | None:
         return self._cache.namespace_labels(name) if self._cache.synced else UNKNOWN
