@@ -11,14 +11,8 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 # Metadata first: the dependency layer is reused while only the sources change.
 COPY pyproject.toml README.md ./
+# One import package: the servers, the model and the demo's local cluster double are all in it.
 COPY gpuclaim/ gpuclaim/
-COPY dra/ dra/
-COPY kube/ kube/
-COPY webhook/ webhook/
-COPY extender/ extender/
-COPY certs/ certs/
-# e2e/ holds the API double `gpuclaim demo` runs against.
-COPY e2e/ e2e/
 RUN python -m pip wheel --wheel-dir /wheels . \
  && python -m venv /opt/gpuclaim \
  && /opt/gpuclaim/bin/python -m pip install --no-index --find-links /wheels gpuclaim \

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from e2e.apiserver import RunningDouble, Settings, Store, serve
-from kube import config
-from kube.client import KubeClient
+from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
+from gpuclaim.kube import config
+from gpuclaim.kube.client import KubeClient
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -100,9 +100,9 @@ def generate(directory: Path, *, nodes: int, claims: int, namespaces: int = 40) 
 
 
 async def _sync(kubeconfig: Path) -> dict[str, Any]:
-    from kube import config
-    from kube.cache import ClusterCache
-    from kube.client import KubeClient
+    from gpuclaim.kube import config
+    from gpuclaim.kube.cache import ClusterCache
+    from gpuclaim.kube.client import KubeClient
 
     gc.collect()
     before = rss_mb()

@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from dra import cel
-from dra.api.documents import flatten_documents
-from dra.api.slices import Device, parse_resource_slice
+from gpuclaim.dra import cel
+from gpuclaim.dra.api.documents import flatten_documents
+from gpuclaim.dra.api.slices import Device, parse_resource_slice
 
 _FIXTURE = Path(__file__).parents[2] / "tests/fixtures/resourceslices/aws-eks-p5-2nodes-8xH100-80GB-HBM3-nvidia.yaml"
 CLASS_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"

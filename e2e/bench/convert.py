@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 import yaml
 
-from dra.api import DeviceClass, parse_device_class
-from dra.config import load_config
-from webhook.convert import convert_pod
+from gpuclaim.dra.api import DeviceClass, parse_device_class
+from gpuclaim.dra.config import load_config
+from gpuclaim.webhook.convert import convert_pod
 
 _CLASSES = Path(__file__).parents[2] / "tests/fixtures/deviceclasses/ALL-rendered-resource.k8s.io-v1.yaml"
 

@@ -15,8 +15,9 @@ def serving_double(data: Path, work: Path) -> Iterator[str]:
 
     It loads with --no-validate: schema checks of tens of thousands of generated objects take minutes
     (tests/kube/test_bench_inventory.py validates the generator's objects instead)."""
-    server = subprocess.Popen([sys.executable, "-m", "e2e.apiserver", "--listen", "127.0.0.1:0", "--load", str(data),
-                               "--workdir", str(work), "--no-validate"], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, "-m", "gpuclaim.double.apiserver", "--listen", "127.0.0.1:0",
+                               "--load", str(data), "--workdir", str(work), "--no-validate"],
+                              stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
         kubeconfig = server.stdout.readline().strip()

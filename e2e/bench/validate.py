@@ -25,10 +25,10 @@ import time
 from argparse import Namespace
 from typing import Any
 
-from dra import api
-from dra.config import Config
 from e2e.bench.cel import build_fleet
-from webhook.validate import DeviceIndex, OfflineInventory, validate_object
+from gpuclaim.dra import api
+from gpuclaim.dra.config import Config
+from gpuclaim.webhook.validate import DeviceIndex, OfflineInventory, validate_object
 
 CLASS_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
 CLASS = {

@@ -33,8 +33,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from certs import client_context
-from e2e import selfsigned
+from gpuclaim.certs import client_context
+from gpuclaim.double import tls as selfsigned
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -258,7 +258,7 @@ async def _bench(quick: bool) -> dict[str, Any]:
         tls = selfsigned.issue(tmp / "tls", hosts=("127.0.0.1",))
         python = sys.executable
         async with (
-            _process(python, "-m", "e2e.apiserver", "--load", str(_load_dir(tmp / "load")),
+            _process(python, "-m", "gpuclaim.double.apiserver", "--load", str(_load_dir(tmp / "load")),
                      "--workdir", str(tmp / "double"), "--no-validate") as double,
             _process(python, "-m", "e2e.bench.webhook", "echo", str(tls.cert_path), str(tls.key_path)) as echo,
         ):

@@ -15,13 +15,13 @@ from typing import Any
 
 import aiohttp
 
-from e2e.controllers import ResourceClaimController
-from e2e.demo.scenario import Api
-from e2e.demo.stack import Stack
 from e2e.reliability import converge
 from e2e.reliability.traffic import Traffic
-from e2e.scheduler import Scheduler
-from kube import KubeClient
+from gpuclaim.demo.scenario import Api
+from gpuclaim.demo.stack import Stack
+from gpuclaim.double.controllers import ResourceClaimController
+from gpuclaim.double.scheduler import Scheduler
+from gpuclaim.kube import KubeClient
 
 Obj = dict[str, Any]
 
@@ -89,7 +89,7 @@ class Chaos:
             if not pending:
                 return {"outcome": "no pending gpu-1 pod"}
             async with aiohttp.ClientSession() as session:
-                from e2e.scheduler import HTTPExtender
+                from gpuclaim.double.scheduler import HTTPExtender
 
                 extenders = [HTTPExtender(c, session) for c in scheduler.configs]
                 decision = await scheduler.schedule_one(pending[0], snapshot, extenders)

@@ -16,10 +16,10 @@ from typing import Any
 
 import aiohttp
 
-from e2e.demo.scenario import Api, predictions, snapshot_objects
-from e2e.demo.stack import Stack
-from e2e.scheduler.extenders import ExtenderConfig, HTTPExtender
-from kube import KubeClient
+from gpuclaim.demo.scenario import Api, predictions, snapshot_objects
+from gpuclaim.demo.stack import Stack
+from gpuclaim.double.scheduler.extenders import ExtenderConfig, HTTPExtender
+from gpuclaim.kube import KubeClient
 
 Obj = dict[str, Any]
 _RESOURCE = "/apis/resource.k8s.io/v1"
@@ -89,7 +89,7 @@ async def extender(stack: Stack, api: Api, client: KubeClient, namespace: str, g
 
 
 def _extender_config() -> Any:
-    from dra.config import load_config
+    from gpuclaim.dra.config import load_config
 
     return load_config(None).extender
 

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.demo import inventory
-from e2e.demo.scenario import Api
-from e2e.demo.stack import DEMO_CONFIG, Stack
 from e2e.reliability import invariants, load
 from e2e.reliability.chaos import Chaos
 from e2e.reliability.traffic import BASE_SHAPES, FRESH_SHAPES, Shape, Traffic
-from kube import KubeClient
-from kube import config as kube_config
+from gpuclaim.demo import inventory
+from gpuclaim.demo.scenario import Api
+from gpuclaim.demo.stack import DEMO_CONFIG, Stack
+from gpuclaim.kube import KubeClient
+from gpuclaim.kube import config as kube_config
 
 Obj = dict[str, Any]
 CHAOS_NAMESPACE = "chaos"

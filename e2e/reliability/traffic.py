@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from e2e.demo.scenario import Api
+from gpuclaim.demo.scenario import Api
 
 Obj = dict[str, Any]
 LEGACY_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")

@@ -44,7 +44,7 @@ def read_config_file(path: Path) -> dict[str, Any] | None:
 
 def load_config_file(path: Path | None) -> Any:
     """The typed Config from `--config` (None: defaults); UsageError naming the file and key on problems."""
-    from dra.config import ConfigError, load_config
+    from gpuclaim.dra.config import ConfigError, load_config
 
     if path is None:
         return load_config(None)

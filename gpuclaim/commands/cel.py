@@ -16,12 +16,12 @@ from typing import Any
 import orjson
 import yaml
 
-from dra import cel
-from dra.api.documents import flatten_documents
-from dra.api.slices import Device, parse_resource_slice
-from dra.cel.runtime import RuntimeDevice
-from dra.cel.values import Optional, TypeValue
-from dra.fieldpath import join_errors
+from gpuclaim.dra import cel
+from gpuclaim.dra.api.documents import flatten_documents
+from gpuclaim.dra.api.slices import Device, parse_resource_slice
+from gpuclaim.dra.cel.runtime import RuntimeDevice
+from gpuclaim.dra.cel.values import Optional, TypeValue
+from gpuclaim.dra.fieldpath import join_errors
 from gpuclaim.exitstatus import ExitStatus, UsageError
 
 

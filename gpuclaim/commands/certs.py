@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from certs import api, files, material, reconcile, rotation, secret, selfsigned
+from gpuclaim.certs import api, files, material, reconcile, rotation, secret, selfsigned
 from gpuclaim.exitstatus import ExitStatus, UsageError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -117,9 +117,9 @@ def _local(args: argparse.Namespace, target: reconcile.Target, policy: rotation.
 
 
 async def _cluster(args: argparse.Namespace, target: reconcile.Target, policy: rotation.Policy) -> dict[str, Any]:
-    import kube  # lazily: local runs need no cluster client
-    from certs import kubeapi
-    from kube import config as kube_config
+    from gpuclaim import kube  # lazily: local runs need no cluster client
+    from gpuclaim.certs import kubeapi
+    from gpuclaim.kube import config as kube_config
 
     try:
         cfg = kube_config.load(args.kubeconfig)

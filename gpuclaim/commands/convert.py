@@ -21,12 +21,12 @@ from typing import Any
 import orjson
 import yaml
 
-from dra.api import DeviceClass, parse_device_class
-from dra.api.documents import flatten_documents
-from dra.config import Config, ConfigError, load_config
-from dra.fieldpath import join_errors
+from gpuclaim.dra.api import DeviceClass, parse_device_class
+from gpuclaim.dra.api.documents import flatten_documents
+from gpuclaim.dra.config import Config, ConfigError, load_config
+from gpuclaim.dra.fieldpath import join_errors
 from gpuclaim.exitstatus import ExitStatus, UsageError
-from webhook.convert import convert_object
+from gpuclaim.webhook.convert import convert_object
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

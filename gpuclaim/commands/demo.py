@@ -40,9 +40,9 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from e2e.demo import run_demo
-    from e2e.demo.report import render
-    from e2e.demo.stack import StackError
+    from gpuclaim.demo import run_demo
+    from gpuclaim.demo.report import render
+    from gpuclaim.demo.stack import StackError
 
     if args.workdir is not None:
         if args.workdir.exists() and not args.workdir.is_dir():

@@ -33,8 +33,8 @@ def _listen(value: str, flag: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender import app
-    from kube.config import KubeConfigError
+    from gpuclaim.extender import app
+    from gpuclaim.kube.config import KubeConfigError
 
     config = load_config_file(args.config)
     ext = config.extender

@@ -21,11 +21,11 @@ from typing import Any
 import orjson
 import yaml
 
-from dra import api
-from dra.config import Config, ConfigError, load_config
+from gpuclaim.dra import api
+from gpuclaim.dra.config import Config, ConfigError, load_config
 from gpuclaim.exitstatus import ExitStatus, UsageError
-from webhook.validate import OfflineInventory, validate_manifest
-from webhook.validate.structure import to_v1
+from gpuclaim.webhook.validate import OfflineInventory, validate_manifest
+from gpuclaim.webhook.validate.structure import to_v1
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

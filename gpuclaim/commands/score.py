@@ -49,7 +49,7 @@ def _load_pod(path: Path) -> Mapping[str, Any]:
 
 def rows(pod: Mapping[str, Any], view: Any, config: Any) -> list[dict[str, Any]]:
     """The JSON rows, sorted: best score first, then node name; nodes where the pod does not fit last."""
-    from extender import predict
+    from gpuclaim.extender import predict
 
     names = view.candidates()
     if not predict.has_claims(pod):
@@ -71,8 +71,8 @@ def rows(pod: Mapping[str, Any], view: Any, config: Any) -> list[dict[str, Any]]
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender.offline import InventoryError, OfflineView
     from gpuclaim.commands._serve import load_config_file
+    from gpuclaim.extender.offline import InventoryError, OfflineView
 
     config = load_config_file(args.config).extender
     pod = _load_pod(args.pod)

@@ -27,7 +27,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from dra.config import ConfigError, load_config
+    from gpuclaim.dra.config import ConfigError, load_config
 
     data: dict[str, Any] = (read_config_file(args.config) or {}) if args.config is not None else {}
     section = data.get("webhook") or {}
@@ -54,7 +54,7 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _kube_config(args: argparse.Namespace) -> Any:
-    from kube import config as kube_config
+    from gpuclaim.kube import config as kube_config
 
     try:
         if args.kubeconfig is not None:
@@ -67,9 +67,9 @@ def _kube_config(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from certs import files, material
-    from webhook import admit, app
-    from webhook import logging as wlogging
+    from gpuclaim.certs import files, material
+    from gpuclaim.webhook import admit, app
+    from gpuclaim.webhook import logging as wlogging
 
     config = _load(args)
     wlogging.setup(level=config.logging.level, fmt=config.logging.format)

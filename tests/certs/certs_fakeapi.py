@@ -8,7 +8,7 @@ import copy
 import itertools
 from typing import Any
 
-from certs import api
+from gpuclaim.certs import api
 
 
 def _matches(labels: dict[str, str], selector: str) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from certs import material, selfsigned
+from gpuclaim.certs import material, selfsigned
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NAMES = selfsigned.Names.build([*selfsigned.service_dns_names("gpuclaim-webhook", "gpuclaim"), "localhost"],

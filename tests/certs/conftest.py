@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from certs_helpers import NAMES
 
-from certs import material, selfsigned
+from gpuclaim.certs import material, selfsigned
 
 
 @pytest.fixture(scope="session")

@@ -15,10 +15,10 @@ import kubernetes_validate
 import pytest
 from certs_helpers import https_server
 
-from certs import context, material
-from e2e.apiserver import RunningDouble
 from gpuclaim import cli
-from kube.client import KubeClient
+from gpuclaim.certs import context, material
+from gpuclaim.double.apiserver import RunningDouble
+from gpuclaim.kube.client import KubeClient
 
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 

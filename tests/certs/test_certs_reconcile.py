@@ -13,7 +13,7 @@ import pytest
 from certs_fakeapi import FakeApi
 from certs_helpers import NAMES, NOW
 
-from certs import material, reconcile, rotation, secret
+from gpuclaim.certs import material, reconcile, rotation, secret
 
 TARGET = reconcile.Target(namespace="gpuclaim", secret_name="gpuclaim-webhook-tls", names=NAMES)
 MWC, VWC = "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"

@@ -16,7 +16,7 @@ import pytest
 from certs_helpers import NAMES, https_server, write_pair
 from cryptography.hazmat.primitives import serialization
 
-from certs import context, files, material, selfsigned
+from gpuclaim.certs import context, files, material, selfsigned
 
 
 def _der(pair: material.KeyPair) -> bytes:

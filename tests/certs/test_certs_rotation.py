@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certs import context, material, rotation, secret, selfsigned
+from gpuclaim.certs import context, material, rotation, secret, selfsigned
 
 POLICY = rotation.Policy()
 DAY = timedelta(days=1)

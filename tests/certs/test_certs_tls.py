@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from certs_helpers import NOW, https_server, write_pair
 
-from certs import context, material, selfsigned
+from gpuclaim.certs import context, material, selfsigned
 
 
 async def _get(port: int, ctx: ssl.SSLContext, host: str = "127.0.0.1") -> str:

@@ -15,7 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from dra import config as gpuclaim_config
+from gpuclaim.dra import config as gpuclaim_config
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "charts" / "gpuclaim" / "values.schema.json"
 _SCALARS = {bool: {"type": "boolean"}, int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"}}

@@ -18,8 +18,8 @@ import pytest
 from chart_helpers import NAMESPACE, render_values
 from cryptography import x509
 
-from e2e.apiserver import RunningDouble
-from kube.client import KubeClient, resource_path
+from gpuclaim.double.apiserver import RunningDouble
+from gpuclaim.kube.client import KubeClient, resource_path
 
 ADMISSION = "admissionregistration.k8s.io/v1"
 PLURALS = {

@@ -14,7 +14,7 @@ from celpy import celtypes
 from chart_helpers import REPO, VALUE_SETS, Rendered, cel_eval, render_values
 from config_schema import SCHEMA_FILE, config_schema
 
-from dra import config as gpuclaim_config
+from gpuclaim.dra import config as gpuclaim_config
 
 
 def loaded(rendered: Rendered) -> gpuclaim_config.Config:

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dra import api
-from dra.allocator import AllocationOutcome, Features, NodeInfo
+from gpuclaim.dra import api
+from gpuclaim.dra.allocator import AllocationOutcome, Features, NodeInfo
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CASES_FILE = FIXTURES / "allocator" / "upstream-allocator-cases.jsonl"

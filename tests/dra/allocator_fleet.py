@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dra import api
+from gpuclaim.dra import api
 
 DRIVER = "gpu.example.com"
 

@@ -12,8 +12,8 @@ from allocator_fleet import DRIVER, claim, gpu, klass, slice_
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dra import api
-from dra.allocator import NodeInfo, allocate, allocate_on, gather_pools
+from gpuclaim.dra import api
+from gpuclaim.dra.allocator import NodeInfo, allocate, allocate_on, gather_pools
 
 NODE = NodeInfo("n1")
 KIND_A = f"device.attributes['{DRIVER}'].kind == 'a'"

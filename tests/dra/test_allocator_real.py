@@ -11,8 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from dra import api
-from dra.allocator import NodeInfo, allocate, allocate_on, allocated_devices, gather_pools
+from gpuclaim.dra import api
+from gpuclaim.dra.allocator import NodeInfo, allocate, allocate_on, allocated_devices, gather_pools
 
 SLICES = Path(__file__).resolve().parents[1] / "fixtures" / "resourceslices"
 P4D = "ip-192-168-153-160.ec2.internal"
@@ -208,7 +208,7 @@ def test_emitted_allocation_is_a_valid_1_34_resource_claim_status() -> None:
 
 def test_cluster_cache_slices_feed_the_pre_indexed_form() -> None:
     """kube.inventory hands over a node's parsed slices (newest generation); gather_pools takes them as they are."""
-    from kube.inventory import Inventory
+    from gpuclaim.kube.inventory import Inventory
 
     inventory = Inventory()
     inventory.on_node(None, {"metadata": {"name": P4D, "labels": {}}})

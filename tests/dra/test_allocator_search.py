@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from allocator_fleet import DRIVER, claim, exact, gpu, klass, slice_
 
-from dra import api
-from dra.allocator import NodeInfo, allocate
-from dra.allocator import model as amodel
+from gpuclaim.dra import api
+from gpuclaim.dra.allocator import NodeInfo, allocate
+from gpuclaim.dra.allocator import model as amodel
 
 N1 = NodeInfo("n1", {"zone": "a"})
 CLASSES = {"gpu": klass()}

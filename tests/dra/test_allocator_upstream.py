@@ -14,7 +14,7 @@ from typing import Any
 import allocator_cases as ac
 import pytest
 
-from dra.allocator import allocate
+from gpuclaim.dra.allocator import allocate
 
 CASES = ac.load_cases()
 

@@ -10,8 +10,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dra import config as cfg
-from dra.config import ConfigError, load_config
+from gpuclaim.dra import config as cfg
+from gpuclaim.dra.config import ConfigError, load_config
 
 
 def issues(data: Any) -> list[str]:

@@ -1,6 +1,6 @@
 """dra.fieldpath renders paths and errors the way apimachinery's field package does."""
 
-from dra.fieldpath import ErrorType, FieldError, Path, join_errors
+from gpuclaim.dra.fieldpath import ErrorType, FieldError, Path, join_errors
 
 
 def test_path_rendering() -> None:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity as k8s_python_parse
 
-from dra.quantity import Quantity, QuantityError, is_quantity, parse_quantity
+from gpuclaim.dra.quantity import Quantity, QuantityError, is_quantity, parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dra.semver import Semver, SemverError, is_semver, parse_semver
+from gpuclaim.dra.semver import Semver, SemverError, is_semver, parse_semver
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from e2e.apiserver import Store
+from gpuclaim.double.apiserver import Store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 P5_A, P5_B = "ip-10-0-171-111.ec2.internal", "ip-10-0-206-2.ec2.internal"

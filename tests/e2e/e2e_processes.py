@@ -14,7 +14,7 @@ from pathlib import Path
 
 import aiohttp
 
-from e2e import selfsigned
+from gpuclaim.double import tls as selfsigned
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,11 +15,11 @@ import pytest
 from aiohttp import web
 from e2e_hooks import SERVICE_HOST
 
-from certs.context import server_context
-from e2e import selfsigned
-from e2e.apiserver import RunningDouble, Settings, Store, serve
-from e2e.apiserver.webhooks import WebhookAdmission
-from kube import KubeClient, config
+from gpuclaim.certs.context import server_context
+from gpuclaim.double import tls as selfsigned
+from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
+from gpuclaim.double.apiserver.webhooks import WebhookAdmission
+from gpuclaim.kube import KubeClient, config
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 _ports = itertools.count()

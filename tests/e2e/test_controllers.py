@@ -10,7 +10,7 @@ import kubernetes_validate
 from e2e_fleet import claim_pod, gpu_request, template
 from e2e_servers import Cluster
 
-from e2e.controllers import POD_CLAIM_ANNOTATION, ResourceClaimController, generate_name
+from gpuclaim.double.controllers import POD_CLAIM_ANNOTATION, ResourceClaimController, generate_name
 
 TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"

@@ -17,7 +17,7 @@ import orjson
 import pytest
 import yaml
 
-from e2e.demo import inventory, mig
+from gpuclaim.demo import inventory, mig
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_BUDGET_S = 60

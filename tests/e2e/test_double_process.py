@@ -9,14 +9,14 @@ from pathlib import Path
 
 from e2e_fleet import claim_pod, gpu_request, template
 
-from kube import KubeClient, config
+from gpuclaim.kube import KubeClient, config
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 async def test_double_process_runs_the_resourceclaim_controller(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "e2e.apiserver", "--workdir", str(tmp_path), "--controllers",
+        sys.executable, "-m", "gpuclaim.double.apiserver", "--workdir", str(tmp_path), "--controllers",
         "--webhook-service", "gpuclaim-system/gc-gpuclaim-webhook=127.0.0.1:1", cwd=REPO,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
@@ -46,7 +46,7 @@ async def test_double_process_runs_the_resourceclaim_controller(tmp_path: Path) 
 
 async def test_bad_webhook_service_flag_is_a_usage_error(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "e2e.apiserver", "--workdir", str(tmp_path), "--webhook-service", "nonsense",
+        sys.executable, "-m", "gpuclaim.double.apiserver", "--workdir", str(tmp_path), "--webhook-service", "nonsense",
         cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 20)
     assert proc.returncode == 2 and "--webhook-service: expected NS/NAME:PORT=HOST:PORT" in err.decode()

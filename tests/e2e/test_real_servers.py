@@ -15,10 +15,10 @@ from e2e_hooks import SERVICE_HOST, SERVICE_KEY, chart_configurations, pod
 from e2e_processes import Server, start
 from e2e_servers import Cluster
 
-from e2e import selfsigned
-from e2e.controllers import ResourceClaimController
-from e2e.scheduler import Scheduler
-from kube import ApiError
+from gpuclaim.double import tls as selfsigned
+from gpuclaim.double.controllers import ResourceClaimController
+from gpuclaim.double.scheduler import Scheduler
+from gpuclaim.kube import ApiError
 
 PODS = "/api/v1/namespaces/default/pods"
 TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"

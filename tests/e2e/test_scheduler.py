@@ -14,8 +14,14 @@ from e2e_servers import Cluster, TlsServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from e2e.controllers import ResourceClaimController
-from e2e.scheduler import CANNOT_ALLOCATE, NODE_AFFINITY_REASON, ExtenderConfig, ExtenderConfigError, Scheduler
+from gpuclaim.double.controllers import ResourceClaimController
+from gpuclaim.double.scheduler import (
+    CANNOT_ALLOCATE,
+    NODE_AFFINITY_REASON,
+    ExtenderConfig,
+    ExtenderConfigError,
+    Scheduler,
+)
 
 TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"

@@ -17,7 +17,7 @@ import pytest
 from e2e_hooks import SERVICE_KEY, chart_configurations, pod
 from e2e_servers import Cluster, TlsServer
 
-from kube import ApiError
+from gpuclaim.kube import ApiError
 
 PODS = "/api/v1/namespaces/default/pods"
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
@@ -224,7 +224,7 @@ async def test_invalid_responses_follow_the_failure_policy(cluster: Cluster, tls
 
 
 async def test_certificate_not_signed_by_the_ca_bundle_is_refused(cluster: Cluster, tls_server: TlsServer) -> None:
-    from e2e import selfsigned
+    from gpuclaim.double import tls as selfsigned
 
     other = selfsigned.issue(tls_server.tls.cert_path.parent / "other")
 

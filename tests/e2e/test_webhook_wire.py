@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from e2e.apiserver import selectors
-from e2e.apiserver import webhook_wire as wire
-from e2e.apiserver.resources import BY_KEY
+from gpuclaim.double.apiserver import selectors
+from gpuclaim.double.apiserver import webhook_wire as wire
+from gpuclaim.double.apiserver.resources import BY_KEY
 
 KEYS = st.sampled_from(["app", "tier", "gpuclaim.io/webhook", "kubernetes.io/metadata.name"])
 VALUES = st.sampled_from(["a", "b", "disabled", "kube-system"])

@@ -13,9 +13,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from e2e.apiserver import AdmissionAttributes, ApiError, Fault, RunningDouble, schemas
-from kube import ApiError as ClientApiError
-from kube import KubeClient, config
+from gpuclaim.double.apiserver import AdmissionAttributes, ApiError, Fault, RunningDouble, schemas
+from gpuclaim.kube import ApiError as ClientApiError
+from gpuclaim.kube import KubeClient, config
 
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/namespaces/default/pods"
@@ -274,7 +274,7 @@ async def test_the_process_prints_its_kubeconfig_first_and_serves_tls(tmp_path: 
     (tmp_path / "load").mkdir()
     (tmp_path / "load" / "nodes.yaml").write_text(yaml.safe_dump_all([_node("preloaded"), _claim("c")]))
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "e2e.apiserver", "--listen", "127.0.0.1:0", "--load", str(tmp_path / "load"),
+        sys.executable, "-m", "gpuclaim.double.apiserver", "--listen", "127.0.0.1:0", "--load", str(tmp_path / "load"),
         "--workdir", str(tmp_path / "work"), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert process.stdout is not None
@@ -295,7 +295,7 @@ async def test_the_process_prints_its_kubeconfig_first_and_serves_tls(tmp_path: 
 def test_the_process_rejects_a_bad_load_directory_with_a_clear_message(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Node",
                                                        "metadata": {"name": "n"}, "spec": {"bogus": 1}}))
-    result = subprocess.run([sys.executable, "-m", "e2e.apiserver", "--load", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "gpuclaim.double.apiserver", "--load", str(tmp_path)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "Node 'n'" in result.stderr and "bogus" in result.stderr

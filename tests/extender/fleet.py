@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from dra.api import flatten_documents
+from gpuclaim.dra.api import flatten_documents
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SLICES = FIXTURES / "resourceslices"

@@ -12,12 +12,12 @@ import orjson
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from dra.api import DeviceClass
-from dra.config import load_config
-from extender import app as extender_app
-from extender.offline import OfflineView
-from extender.predict import NodeState
-from extender.readiness import Readiness
+from gpuclaim.dra.api import DeviceClass
+from gpuclaim.dra.config import load_config
+from gpuclaim.extender import app as extender_app
+from gpuclaim.extender.offline import OfflineView
+from gpuclaim.extender.predict import NodeState
+from gpuclaim.extender.readiness import Readiness
 
 from . import fleet
 

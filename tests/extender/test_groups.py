@@ -7,10 +7,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dra.config import load_config
-from extender import predict
-from extender.groups import GroupCache
-from extender.offline import OfflineView
+from gpuclaim.dra.config import load_config
+from gpuclaim.extender import predict
+from gpuclaim.extender.groups import GroupCache
+from gpuclaim.extender.offline import OfflineView
 
 from . import fleet
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dra.config import load_config
-from extender import predict
-from extender.offline import OfflineView
+from gpuclaim.dra.config import load_config
+from gpuclaim.extender import predict
+from gpuclaim.extender.offline import OfflineView
 
 from . import fleet
 

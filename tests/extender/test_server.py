@@ -17,9 +17,9 @@ import aiohttp
 import pytest
 import yaml
 
-from e2e import selfsigned
-from e2e.apiserver import RunningDouble
 from gpuclaim.cli import main
+from gpuclaim.double import tls as selfsigned
+from gpuclaim.double.apiserver import RunningDouble
 
 from . import fleet
 

@@ -12,13 +12,13 @@ import pytest
 from eventually import eventually
 from prometheus_client import CollectorRegistry
 
-from dra.config import load_config
-from e2e.apiserver import RunningDouble
-from extender import predict
-from extender.view import LiveView, extender_specs
-from kube import config as kube_config
-from kube.cache import ClusterCache
-from kube.client import KubeClient
+from gpuclaim.double.apiserver import RunningDouble
+from gpuclaim.dra.config import load_config
+from gpuclaim.extender import predict
+from gpuclaim.extender.view import LiveView, extender_specs
+from gpuclaim.kube import config as kube_config
+from gpuclaim.kube.cache import ClusterCache
+from gpuclaim.kube.client import KubeClient
 
 from . import fleet
 

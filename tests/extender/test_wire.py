@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender import wire
+from gpuclaim.extender import wire
 
 from .fleet import WIRE
 

@@ -12,9 +12,9 @@ import pytest
 from eventually import eventually
 from prometheus_client import CollectorRegistry
 
-from e2e.apiserver import RunningDouble
-from kube import ClusterCache, DeviceID, KubeClient
-from kube.cache import MANAGED_BY_SELECTOR, default_specs
+from gpuclaim.double.apiserver import RunningDouble
+from gpuclaim.kube import ClusterCache, DeviceID, KubeClient
+from gpuclaim.kube.cache import MANAGED_BY_SELECTOR, default_specs
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
@@ -150,7 +150,7 @@ async def test_every_template_is_cached_and_the_watch_can_be_narrowed_to_gpuclai
 
 async def test_a_silent_watch_is_restarted_and_staleness_is_visible(double: RunningDouble, client: KubeClient,
                                                                     registry: CollectorRegistry) -> None:
-    double.app[__import__("e2e.apiserver.app", fromlist=["SETTINGS"]).SETTINGS].bookmark_interval = 60.0
+    double.app[__import__("gpuclaim.double.apiserver.app", fromlist=["SETTINGS"]).SETTINGS].bookmark_interval = 60.0
     view = ClusterCache(client, registry=registry, rng=random.Random(1), silence_timeout=0.3,
                         backoff_initial=0.01, backoff_cap=0.05)
     await view.start()
@@ -171,7 +171,7 @@ async def test_a_silent_watch_is_restarted_and_staleness_is_visible(double: Runn
 
 async def test_wait_synced_names_the_kinds_not_listed(double: RunningDouble, client: KubeClient,
                                                       registry: CollectorRegistry) -> None:
-    from e2e.apiserver import Fault
+    from gpuclaim.double.apiserver import Fault
 
     double.faults.add(Fault(kind="status", verbs=frozenset({"list"}), resources=frozenset({"nodes"}),
                             code=500, times=None))

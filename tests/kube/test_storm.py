@@ -17,12 +17,12 @@ import kube_objects as cluster
 import pytest
 from prometheus_client import CollectorRegistry
 
-from e2e.apiserver import Fault, RunningDouble
-from e2e.apiserver.resources import BY_KIND
-from kube import ClusterCache, KubeClient
-from kube.cache import default_specs
-from kube.claims import ClaimIndex
-from kube.inventory import Inventory
+from gpuclaim.double.apiserver import Fault, RunningDouble
+from gpuclaim.double.apiserver.resources import BY_KIND
+from gpuclaim.kube import ClusterCache, KubeClient
+from gpuclaim.kube.cache import default_specs
+from gpuclaim.kube.claims import ClaimIndex
+from gpuclaim.kube.inventory import Inventory
 
 NODES = [f"node-{i}" for i in range(6)]
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
@@ -93,7 +93,7 @@ async def _storm(double: RunningDouble, rng: random.Random, until: float) -> Non
 def _expected(double: RunningDouble, kind: str) -> dict[str, dict]:
     spec = next(s for s in default_specs() if s.kind == kind)
     rt = BY_KIND[(spec.api_version, kind)]
-    from e2e.apiserver.selectors import parse_label_selector
+    from gpuclaim.double.apiserver.selectors import parse_label_selector
 
     labels = parse_label_selector(spec.label_selector)
     items = double.store.list(rt, None, lambda o: labels(o["metadata"].get("labels") or {}))[0]

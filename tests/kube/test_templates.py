@@ -10,8 +10,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from e2e.apiserver import Fault, RunningDouble
-from kube import ApiConfig, KubeClient, TemplateError, ensure_template
+from gpuclaim.double.apiserver import Fault, RunningDouble
+from gpuclaim.kube import ApiConfig, KubeClient, TemplateError, ensure_template
 
 NS = "default"
 
@@ -103,6 +103,6 @@ async def test_an_api_that_is_down_is_a_clear_error_within_the_time_limit() -> N
 
 
 def _rt() -> Any:
-    from e2e.apiserver.resources import BY_KEY
+    from gpuclaim.double.apiserver.resources import BY_KEY
 
     return BY_KEY["resource.k8s.io/v1/resourceclaimtemplates"]

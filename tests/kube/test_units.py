@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube.backoff import Backoff
-from kube.inventory import Inventory
-from kube.sharing import Interner
+from gpuclaim.kube.backoff import Backoff
+from gpuclaim.kube.inventory import Inventory
+from gpuclaim.kube.sharing import Interner
 
 
 def test_backoff_grows_to_its_cap_and_resets() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from dra import api
+from gpuclaim.dra import api
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

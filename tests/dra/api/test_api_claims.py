@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from api_helpers import paths
 
-from dra import api
+from gpuclaim.dra import api
 
 
 def claim(devices: dict[str, Any], **meta: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from api_helpers import load_yaml, paths
 
-from dra import api
+from gpuclaim.dra import api
 
 
 def device_class(spec: Any = None, name: str = "gpu.example.com") -> dict[str, Any]:

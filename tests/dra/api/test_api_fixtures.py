@@ -6,9 +6,9 @@ import pytest
 import yaml
 from api_helpers import FIXTURES, load_documents, load_objects, paths
 
-from dra import api
-from dra.quantity import parse_quantity
-from dra.semver import Semver
+from gpuclaim.dra import api
+from gpuclaim.dra.quantity import parse_quantity
+from gpuclaim.dra.semver import Semver
 
 SLICES = FIXTURES / "resourceslices"
 CLASSES = FIXTURES / "deviceclasses"

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from api_helpers import paths
 
-from dra import api
-from dra.api._read import Reader
-from dra.api.nodeselector import parse_node_selector
-from dra.fieldpath import Path
+from gpuclaim.dra import api
+from gpuclaim.dra.api._read import Reader
+from gpuclaim.dra.api.nodeselector import parse_node_selector
+from gpuclaim.dra.fieldpath import Path
 
 
 def selector(*terms: dict[str, Any]) -> api.NodeSelector:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from api_helpers import FIXTURES, load_objects
 
-from dra import api
+from gpuclaim.dra import api
 
 
 def fleet(nodes: int) -> list[dict[str, Any]]:

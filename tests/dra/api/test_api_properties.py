@@ -15,8 +15,8 @@ from api_helpers import FIXTURES, load_objects
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dra import api
-from dra.fieldpath import FieldError
+from gpuclaim.dra import api
+from gpuclaim.dra.fieldpath import FieldError
 
 EXAMPLES = 300 if os.environ.get("GPUCLAIM_LONG") != "1" else 5000
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_api_properties import CLAIM, TEMPLATE
 
-from dra import api
+from gpuclaim.dra import api
 
 
 def _schema_errors(obj: dict[str, Any]) -> str | None:

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from api_helpers import paths
 
-from dra import api
-from dra.quantity import parse_quantity
-from dra.semver import parse_semver
+from gpuclaim.dra import api
+from gpuclaim.dra.quantity import parse_quantity
+from gpuclaim.dra.semver import parse_semver
 
 
 def device(name: str = "gpu-0", **fields: Any) -> dict[str, Any]:

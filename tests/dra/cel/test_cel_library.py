@@ -11,9 +11,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity as k8s_parse_quantity
 
-from dra import cel
-from dra.quantity import Quantity
-from dra.semver import Semver
+from gpuclaim.dra import cel
+from gpuclaim.dra.quantity import Quantity
+from gpuclaim.dra.semver import Semver
 
 
 def ev(expr: str, device: cel.Device | None = None) -> Any:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from dra import cel
-from dra.cel import Read
-from dra.quantity import parse_quantity
-from dra.semver import parse_semver
+from gpuclaim.dra import cel
+from gpuclaim.dra.cel import Read
+from gpuclaim.dra.quantity import parse_quantity
+from gpuclaim.dra.semver import parse_semver
 
 NV = "gpu.nvidia.com"
 

@@ -12,11 +12,11 @@ import pytest
 import yaml
 from cel_vectors import VECTORS
 
-from dra import cel
-from dra.api.documents import flatten_documents
-from dra.api.slices import parse_resource_slice
-from dra.quantity import Quantity, parse_quantity
-from dra.semver import Semver, parse_semver
+from gpuclaim.dra import cel
+from gpuclaim.dra.api.documents import flatten_documents
+from gpuclaim.dra.api.slices import parse_resource_slice
+from gpuclaim.dra.quantity import Quantity, parse_quantity
+from gpuclaim.dra.semver import Semver, parse_semver
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "resourceslices"
 

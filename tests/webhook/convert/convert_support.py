@@ -11,10 +11,10 @@ import jsonpatch
 import kubernetes_validate
 import yaml
 
-from dra import cel
-from dra.api import DeviceClass, parse_device_class, parse_resource_claim, parse_resource_claim_template
-from dra.config import Config, load_config
-from webhook.convert import Conversion, convert_pod
+from gpuclaim.dra import cel
+from gpuclaim.dra.api import DeviceClass, parse_device_class, parse_resource_claim, parse_resource_claim_template
+from gpuclaim.dra.config import Config, load_config
+from gpuclaim.webhook.convert import Conversion, convert_pod
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 K8S = "1.34.0"

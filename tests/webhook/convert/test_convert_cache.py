@@ -14,8 +14,8 @@ from convert_support import config, nvidia_classes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dra.config import Config
-from webhook.convert import ConversionCache, conversion_key, convert_pod
+from gpuclaim.dra.config import Config
+from gpuclaim.webhook.convert import ConversionCache, conversion_key, convert_pod
 
 LONG = os.environ.get("GPUCLAIM_LONG") == "1"
 OPT_OUT = "gpuclaim.io/webhook"

@@ -10,12 +10,12 @@ import pytest
 from convert_support import config, nvidia_classes
 from prometheus_client import CollectorRegistry
 
-from e2e.apiserver import Fault, RunningDouble
-from e2e.apiserver.resources import BY_KEY
-from kube import ClusterCache
-from kube.client import KubeClient, resource_path
-from webhook.convert import Conversion, convert_pod
-from webhook.templates import CreationError, create_objects
+from gpuclaim.double.apiserver import Fault, RunningDouble
+from gpuclaim.double.apiserver.resources import BY_KEY
+from gpuclaim.kube import ClusterCache
+from gpuclaim.kube.client import KubeClient, resource_path
+from gpuclaim.webhook.convert import Conversion, convert_pod
+from gpuclaim.webhook.templates import CreationError, create_objects
 
 NS = "ml"
 TEMPLATES = BY_KEY["resource.k8s.io/v1/resourceclaimtemplates"]

@@ -9,10 +9,10 @@ import pytest
 import yaml
 from convert_support import FIXTURES, check_conversion, config, nvidia_classes, selectors_of
 
-from dra import cel
-from dra.api import Device, flatten_documents, parse_resource_slice
-from dra.quantity import parse_quantity
-from webhook.convert import convert_pod
+from gpuclaim.dra import cel
+from gpuclaim.dra.api import Device, flatten_documents, parse_resource_slice
+from gpuclaim.dra.quantity import parse_quantity
+from gpuclaim.webhook.convert import convert_pod
 
 
 @functools.cache

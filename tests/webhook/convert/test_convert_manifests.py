@@ -11,9 +11,9 @@ import pytest
 import yaml
 from convert_support import FIXTURES, K8S, config, nvidia_classes, request_counts, selectors_of
 
-from dra.api import DeviceClass, flatten_documents, parse_device_class
-from dra.config import Config
-from webhook.convert import ObjectConversion, convert_object
+from gpuclaim.dra.api import DeviceClass, flatten_documents, parse_device_class
+from gpuclaim.dra.config import Config
+from gpuclaim.webhook.convert import ObjectConversion, convert_object
 
 MANIFESTS = FIXTURES / "manifests"
 

@@ -11,7 +11,7 @@ from convert_support import check_conversion, config, nvidia_classes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.convert import MAX_DEVICES, convert_pod
+from gpuclaim.webhook.convert import MAX_DEVICES, convert_pod
 
 MAPPED = ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb", "amd.com/gpu"]
 OTHER = {"cpu": "500m", "memory": "1Gi", "example.com/foo": "2"}

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from convert_support import check_conversion, config, device_counts, nvidia_classes, request_counts
 
-from dra.fieldpath import ErrorType
-from webhook.convert import convert_pod
+from gpuclaim.dra.fieldpath import ErrorType
+from gpuclaim.webhook.convert import convert_pod
 
 
 def pod(*containers: dict[str, Any], init: tuple[dict[str, Any], ...] = (), **spec: Any) -> dict[str, Any]:

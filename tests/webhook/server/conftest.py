@@ -9,9 +9,9 @@ import aiohttp
 import pytest
 from server_helpers import Server, StandInChecks, client_ssl, make_config, reloader_for, start
 
-from dra.config import Config
-from e2e import selfsigned
-from webhook import app
+from gpuclaim.double import tls as selfsigned
+from gpuclaim.dra.config import Config
+from gpuclaim.webhook import app
 
 
 @pytest.fixture(scope="session")

@@ -16,13 +16,13 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from certs import client_context
-from certs.files import CertReloader, reloading_server_context
-from dra.config import Config, load_config
-from dra.fieldpath import FieldError
-from dra.fieldpath import Path as FieldPath
-from e2e import selfsigned
-from webhook import admit, app, keys, review
+from gpuclaim.certs import client_context
+from gpuclaim.certs.files import CertReloader, reloading_server_context
+from gpuclaim.double import tls as selfsigned
+from gpuclaim.dra.config import Config, load_config
+from gpuclaim.dra.fieldpath import FieldError
+from gpuclaim.dra.fieldpath import Path as FieldPath
+from gpuclaim.webhook import admit, app, keys, review
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "admission"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from server_helpers import StandInChecks, make_config
 
-from certs.files import reloading_server_context
-from webhook import app
+from gpuclaim.certs.files import reloading_server_context
+from gpuclaim.webhook import app
 
 
 def main() -> int:

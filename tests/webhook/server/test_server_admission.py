@@ -12,7 +12,7 @@ import orjson
 import pytest
 from server_helpers import FIXTURES, Server, StandInChecks, client_ssl, make_config, pod_review, reloader_for, start
 
-from webhook import app
+from gpuclaim.webhook import app
 
 
 def _response(body: dict[str, Any]) -> dict[str, Any]:

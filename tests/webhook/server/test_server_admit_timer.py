@@ -9,7 +9,7 @@ import asyncio
 import orjson
 from server_helpers import make_config, pod_review
 
-from webhook import admit, review
+from gpuclaim.webhook import admit, review
 
 
 class Checks:

@@ -8,7 +8,7 @@ import orjson
 import pytest
 from server_helpers import Server, pod_review
 
-from webhook import keys
+from gpuclaim.webhook import keys
 
 
 @pytest.mark.parametrize(("body", "reason"), [

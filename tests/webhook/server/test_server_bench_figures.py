@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from e2e.bench import webhook as bench
-from webhook import admit
-from webhook.metrics import WebhookMetrics
+from gpuclaim.webhook import admit
+from gpuclaim.webhook.metrics import WebhookMetrics
 
 
 def _scrape(registry: CollectorRegistry) -> dict[float, float]:

@@ -19,11 +19,11 @@ import pytest
 import yaml
 from server_helpers import FIXTURES, Server, client_ssl, make_config, pod_review, reloader_for, start
 
-from e2e import selfsigned
-from e2e.apiserver import Fault, RunningDouble, Settings, Store, serve
-from kube import config as kube_config
-from kube.client import KubeClient
-from webhook import admit, app, keys
+from gpuclaim.double import tls as selfsigned
+from gpuclaim.double.apiserver import Fault, RunningDouble, Settings, Store, serve
+from gpuclaim.kube import config as kube_config
+from gpuclaim.kube.client import KubeClient
+from gpuclaim.webhook import admit, app, keys
 
 CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
 SLICES = FIXTURES.parent / "resourceslices" / "aws-eks-p5-2nodes-8xH100-80GB-HBM3-nvidia.yaml"

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_helpers import StandInChecks, client_ssl, make_config, pod_review, reloader_for, start
 
-from e2e import selfsigned
-from webhook import admit, app
+from gpuclaim.double import tls as selfsigned
+from gpuclaim.webhook import admit, app
 
 EXAMPLES = 2000 if os.environ.get("GPUCLAIM_LONG") == "1" else 120
 

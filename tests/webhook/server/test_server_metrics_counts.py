@@ -6,8 +6,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from webhook import admit
-from webhook.metrics import BUCKETS, ENDPOINTS, OPERATIONS, RESULTS, WebhookMetrics
+from gpuclaim.webhook import admit
+from gpuclaim.webhook.metrics import BUCKETS, ENDPOINTS, OPERATIONS, RESULTS, WebhookMetrics
 
 DURATIONS = [0.0004, 0.0005, 0.001, 0.00100001, 0.0042, 0.0042, 0.5, 12.0]
 

@@ -10,10 +10,10 @@ import pytest
 from aiohttp import web
 from server_helpers import Server, StandInChecks, client_ssl, make_config, pod_review, reloader_for, start
 
-from e2e import selfsigned
-from e2e.apiserver import Settings, Store, serve
-from kube import config as kube_config
-from webhook import app, keys
+from gpuclaim.double import tls as selfsigned
+from gpuclaim.double.apiserver import Settings, Store, serve
+from gpuclaim.kube import config as kube_config
+from gpuclaim.webhook import app, keys
 
 
 async def test_healthz_answers_ok(server: Server) -> None:
@@ -57,7 +57,7 @@ async def test_readyz_follows_the_cluster_view_from_unsynced_to_synced(
 
 async def test_readyz_reports_an_unreachable_cluster_as_not_synced(
         tls_files: selfsigned.TlsFiles, tmp_path: Path) -> None:
-    from e2e.apiserver import write_kubeconfig
+    from gpuclaim.double.apiserver import write_kubeconfig
 
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url="https://127.0.0.1:9", ca_pem=tls_files.ca_pem)
     application = app.create_app(make_config(), checks=StandInChecks(), reloader=reloader_for(tls_files),

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from server_helpers import FIXTURES
 
-from webhook import review
+from gpuclaim.webhook import review
 
 VERIFIED = {case["name"]: case for case in orjson.loads((FIXTURES / "responses-verified.json").read_bytes())}
 UID = "3b5f1d2e-9c4a-4f7e-8a61-2d0c7b9e5a13"

@@ -15,7 +15,7 @@ import aiohttp
 import orjson
 from server_helpers import client_ssl, pod_review
 
-from e2e import selfsigned
+from gpuclaim.double import tls as selfsigned
 
 HERE = Path(__file__).parent
 

@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 from server_helpers import StandInChecks, make_config, pod_review, reloader_for, start
 
-from certs import client_context, files, material, selfsigned
-from e2e import selfsigned as selfsigned_files
-from webhook import app
+from gpuclaim.certs import client_context, files, material, selfsigned
+from gpuclaim.double import tls as selfsigned_files
+from gpuclaim.webhook import app
 
 NAMES = selfsigned.Names.build(["localhost"], ["127.0.0.1"])
 

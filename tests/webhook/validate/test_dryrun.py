@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import validate_objects as o
 
-from webhook.validate import OfflineInventory, validate_object
+from gpuclaim.webhook.validate import OfflineInventory, validate_object
 
 UNGUARDED = "device.attributes['gpu.nvidia.com'].index == 0"
 SELECTOR_PATH = "spec.devices.requests[0].exactly.selectors[0].cel.expression"

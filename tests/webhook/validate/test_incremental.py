@@ -11,10 +11,10 @@ import validate_objects as o
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dra import api, cel
-from dra.quantity import parse_quantity
-from webhook.validate import UNKNOWN, DeviceIndex, OfflineInventory, Unknown, validate_object
-from webhook.validate.dryrun import Result, match_alternative
+from gpuclaim.dra import api, cel
+from gpuclaim.dra.quantity import parse_quantity
+from gpuclaim.webhook.validate import UNKNOWN, DeviceIndex, OfflineInventory, Unknown, validate_object
+from gpuclaim.webhook.validate.dryrun import Result, match_alternative
 
 UNGUARDED = "device.attributes['gpu.nvidia.com'].index == 0"
 

@@ -15,11 +15,11 @@ import pytest
 import validate_objects as o
 from prometheus_client import CollectorRegistry
 
-from e2e.apiserver import RunningDouble
-from kube import ClusterCache, KubeClient
-from kube.cache import MANAGED_BY_SELECTOR, default_specs
-from webhook.validate import UNKNOWN, DeviceIndex, validate_object
-from webhook.validate.live import LiveInventory
+from gpuclaim.double.apiserver import RunningDouble
+from gpuclaim.kube import ClusterCache, KubeClient
+from gpuclaim.kube.cache import MANAGED_BY_SELECTOR, default_specs
+from gpuclaim.webhook.validate import UNKNOWN, DeviceIndex, validate_object
+from gpuclaim.webhook.validate.live import LiveInventory
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import validate_objects as o
 
-from dra import api
-from dra.fieldpath import ErrorType
-from webhook.validate import OfflineInventory, validate_object
+from gpuclaim.dra import api
+from gpuclaim.dra.fieldpath import ErrorType
+from gpuclaim.webhook.validate import OfflineInventory, validate_object
 
 ADMIN_PATH = "spec.spec.devices.requests[0].exactly.adminAccess"
 

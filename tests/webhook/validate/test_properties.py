@@ -11,7 +11,7 @@ import validate_objects as o
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.validate import validate_manifest, validate_object
+from gpuclaim.webhook.validate import validate_manifest, validate_object
 
 SEEDS: list[dict[str, Any]] = [
     o.claim(o.request("gpu", "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0", count=2),

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import validate_objects as o
 
-from dra.fieldpath import ErrorType
-from webhook.validate import OfflineInventory, validate_object
+from gpuclaim.dra.fieldpath import ErrorType
+from gpuclaim.webhook.validate import OfflineInventory, validate_object
 
 SEEDS = [
     'device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")',

@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
-from dra import api
-from dra.config import Config, load_config
-from webhook.validate import OfflineInventory
+from gpuclaim.dra import api
+from gpuclaim.dra.config import Config, load_config
+from gpuclaim.webhook.validate import OfflineInventory
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 H100_SLICES = FIXTURES / "resourceslices/aws-eks-p5-2nodes-8xH100-80GB-HBM3-nvidia.yaml"

@@ -1,0 +1,195 @@
+"""The pools one node can draw from, flattened into the order the search visits devices.
+
+Built once per node and reusable for every claim and pod until the node's slices or labels change, which is
+what the extender caches (``kube.inventory.Inventory.slices_for_node`` hands over exactly the slices a node
+sees, newest generation only; parse them with ``dra.api.parse_resource_slice`` and pass them here).
+
+Order: upstream collects pools in a Go map, so the pool order differs from call to call (the fixtures' case
+``devices-split-across-different-slices`` picks pool-2 before pool-1). A simulation must pick *one* order, and
+a deterministic one, or the extender would score the same node differently on every call. Pools are sorted
+by (driver, pool name) — the order ``kube.inventory`` lists slices in, so both agree — and inside a pool
+slices keep the order they were given (upstream keeps listing order there) and devices keep slice order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from gpuclaim.dra.api import Device, DeviceID, NodeSelector, ResourceSlice, device_available_on
+from gpuclaim.dra.quantity import QuantityError, parse_quantity
+
+from .model import DEFAULT_FEATURES, Features
+
+MATCH_CACHE_KEYS = 256
+
+
+class NodeInfo(NamedTuple):
+    name: str
+    labels: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PoolInfo:
+    driver: str
+    name: str
+    generation: int
+    slices: tuple[ResourceSlice, ...]
+    incomplete: bool  # fewer slices of the newest generation than resourceSliceCount
+    invalid: str | None  # why the pool cannot be used (duplicate device names), else None
+    counters: Mapping[str, Mapping[str, Fraction]]  # sharedCounters: set -> counter -> value
+
+    @property
+    def id(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Candidate:
+    """One device as the search sees it, with what the hot loop needs precomputed."""
+
+    device: Device
+    id: DeviceID
+    slice: ResourceSlice
+    pool_index: int
+    on_node: bool  # false only for perDeviceNodeSelection devices not usable on this node
+    consumes: tuple[tuple[str, str, Fraction], ...]  # (counter set, counter, amount)
+    taints: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodePools:
+    node: NodeInfo
+    pools: tuple[PoolInfo, ...]
+    candidates: tuple[Candidate, ...]  # every device of every pool, in search order
+    pool_ranges: tuple[tuple[int, int], ...] = field(default=())  # candidates[start:end] per pool
+    # Selector outcomes per candidate, keyed by the selector expressions: a device's match does not depend on
+    # allocations, so every call for this node (every pod, every claim) reuses them. Owned by this object and
+    # dropped with it; bounded by MATCH_CACHE_KEYS. Not thread-safe (the extender runs one event loop).
+    match_cache: dict[tuple[str, ...], list[Any]] = field(default_factory=dict, compare=False, repr=False)
+    # (class expressions, request expressions) -> indices of the candidates both select, or None when some
+    # selector fails on some device (then the search evaluates lazily, so the error surfaces where upstream's does)
+    order_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[int, ...] | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    @property
+    def any_invalid(self) -> bool:
+        return any(p.invalid is not None for p in self.pools)
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+
+def slice_visible(s: ResourceSlice, node: NodeInfo, features: Features) -> bool:
+    if s.node_name is not None:
+        return s.node_name == node.name
+    if s.all_nodes:
+        return True
+    if s.node_selector is not None:
+        return s.node_selector.matches(labels=node.labels, name=node.name)
+    # perDeviceNodeSelection is part of DRAPartitionableDevices; without it such slices are ignored.
+    return s.per_device_node_selection and features.partitionable_devices
+
+
+def gather_pools(
+    node: NodeInfo, slices: Iterable[ResourceSlice], *, features: Features = DEFAULT_FEATURES
+) -> NodePools:
+    """Pools visible to ``node`` (nodeName, nodeSelector, allNodes, per-device selection), newest generation."""
+    by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
+    for s in slices:
+        if not slice_visible(s, node, features):
+            continue
+        key = (s.driver, s.pool.name)
+        current = by_pool.get(key)
+        if current is None or s.pool.generation > current[0].pool.generation:
+            by_pool[key] = [s]
+        elif s.pool.generation == current[0].pool.generation:
+            current.append(s)
+    pools: list[PoolInfo] = []
+    candidates: list[Candidate] = []
+    ranges: list[tuple[int, int]] = []
+    for key in sorted(by_pool):
+        members = by_pool[key]
+        pool = _pool_info(key, members)
+        index = len(pools)
+        pools.append(pool)
+        start = len(candidates)
+        for s in members:
+            for device in s.devices:
+                on_node = not s.per_device_node_selection or device_available_on(
+                    device, node_name=node.name, node_labels=node.labels
+                )
+                candidates.append(
+                    Candidate(
+                        device=device,
+                        id=DeviceID(s.driver, s.pool.name, device.name),
+                        slice=s,
+                        pool_index=index,
+                        on_node=on_node,
+                        consumes=_consumption(device),
+                        taints=tuple(device.taints),
+                    )
+                )
+        ranges.append((start, len(candidates)))
+    return NodePools(node=node, pools=tuple(pools), candidates=tuple(candidates), pool_ranges=tuple(ranges))
+
+
+def _pool_info(key: tuple[str, str], members: list[ResourceSlice]) -> PoolInfo:
+    first = members[0]
+    seen: set[str] = set()
+    invalid = None
+    counters: dict[str, dict[str, Fraction]] = {}
+    for s in members:
+        for device in s.devices:
+            if device.name in seen and invalid is None:
+                invalid = f"duplicate device name {device.name}"
+            seen.add(device.name)
+        for counter_set in s.shared_counters:
+            name = str(counter_set.get("name", ""))
+            values = counters.setdefault(name, {})
+            for cname, value in _counter_values(counter_set.get("counters")):
+                values[cname] = value
+    return PoolInfo(
+        driver=key[0],
+        name=key[1],
+        generation=first.pool.generation,
+        slices=tuple(members),
+        incomplete=len(members) != first.pool.resource_slice_count,
+        invalid=invalid,
+        counters=MappingProxyType({k: MappingProxyType(v) for k, v in counters.items()}),
+    )
+
+
+def _counter_values(raw: object) -> list[tuple[str, Fraction]]:
+    """``counters: {name: {value: quantity}}``; unparsable values count as zero (the apiserver refuses them)."""
+    out: list[tuple[str, Fraction]] = []
+    if not isinstance(raw, Mapping):
+        return out
+    for name, counter in raw.items():
+        value = counter.get("value") if isinstance(counter, Mapping) else None
+        try:
+            amount = parse_quantity(str(value)).value if value is not None else Fraction(0)
+        except QuantityError:
+            amount = Fraction(0)
+        out.append((str(name), amount))
+    return out
+
+
+def _consumption(device: Device) -> tuple[tuple[str, str, Fraction], ...]:
+    out: list[tuple[str, str, Fraction]] = []
+    for entry in device.consumes_counters:
+        set_name = str(entry.get("counterSet", ""))
+        for name, amount in _counter_values(entry.get("counters")):
+            out.append((set_name, name, amount))
+    return tuple(out)
+
+
+def device_node_binding(candidate: Candidate) -> tuple[str | None, NodeSelector | None]:
+    """The node association that decides the allocation's node selector (the device's own when per-device)."""
+    if candidate.slice.per_device_node_selection:
+        return candidate.device.node_name, candidate.device.node_selector
+    return candidate.slice.node_name, candidate.slice.node_selector

@@ -1,0 +1,289 @@
+"""Checks every claim and request before the search, as upstream's ``Allocate`` does, and builds what the
+search needs per request: the class, the device count, the candidates of an ``All`` request, the constraints
+that apply, and lazily compiled selectors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gpuclaim.dra.api import DeviceClass, ExactRequest, ResourceClaim, Selector
+
+from .model import Features
+from .pools import MATCH_CACHE_KEYS, Candidate, NodePools
+
+MAX_DEVICES_PER_CLAIM = 32  # resourceapi.AllocationResultsMaxSize
+
+
+class AllocationError(Exception):
+    """The allocation attempt fails (upstream returns an error, not "does not fit")."""
+
+
+class Evaluator(Protocol):
+    def evaluate(self, device: Any) -> bool: ...
+
+
+Compiler = Callable[[str], Evaluator]
+
+
+def claim_ref(claim: ResourceClaim) -> str:
+    """klog.KObj: ``namespace/name``, or the bare name without a namespace."""
+    return f"{claim.namespace}/{claim.name}" if claim.namespace else claim.name
+
+
+class MatchAttribute:
+    """All devices of the requests it covers carry the attribute with the same typed value."""
+
+    __slots__ = ("count", "kind", "name", "value")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+        self.value: Any = None
+        self.kind: type | None = None
+
+    def add(self, candidate: Candidate) -> bool:
+        value = candidate.device.attributes.get(self.name)
+        if value is None:
+            return False
+        if self.count == 0:
+            self.value, self.kind = value, type(value)
+        elif type(value) is not self.kind or (value != self.value if self.kind is not _SEMVER else
+                                              str(value) != str(self.value)):
+            return False  # a version compares as its exact string, as upstream does
+        self.count += 1
+        return True
+
+    def remove(self) -> None:
+        self.count -= 1
+
+
+def _semver_type() -> type:
+    from gpuclaim.dra.semver import Semver
+
+    return Semver
+
+
+_SEMVER = _semver_type()
+
+
+@dataclass(slots=True, eq=False)
+class Alternative:
+    """One request with ``exactly``, or one subrequest of a ``firstAvailable`` request."""
+
+    claim_index: int
+    request: ExactRequest
+    base: str  # the request's name
+    sub: str  # the subrequest's name, "" for `exactly`
+    ref: str  # how results name it
+    klass: DeviceClass
+    count: int
+    all_devices: list[int] | None  # candidate indices for allocationMode All
+    constraints: tuple[MatchAttribute, ...] = ()
+    admin: bool = False
+    order: tuple[int, ...] | None = None  # selected candidates (see Preparer.order); None: evaluate lazily
+    class_outcomes: list[Any] | None = None  # per candidate, shared through NodePools.match_cache
+    request_outcomes: list[Any] | None = None
+    class_compiled: list[Evaluator | None] = field(default_factory=list)
+    request_compiled: list[Evaluator | None] = field(default_factory=list)
+
+
+@dataclass(slots=True, eq=False)
+class PreparedClaim:
+    claim: ResourceClaim
+    requests: list[list[Alternative]]  # per request: [exact] or its subrequests
+    selected: list[int]  # per request: which alternative the solution used
+
+
+class Preparer:
+    """Holds what selector evaluation needs: the compiler and the CEL error types."""
+
+    def __init__(self, *, pools: NodePools, classes: Mapping[str, DeviceClass], features: Features,
+                 compiler: Compiler, errors: tuple[type[Exception], type[Exception]]) -> None:
+        self.pools = pools
+        self.classes = classes
+        self.features = features
+        self.compiler = compiler
+        self.compile_error, self.runtime_error = errors
+        self.claims: Sequence[ResourceClaim] = ()
+
+    def prepare(self, claims: Sequence[ResourceClaim]) -> list[PreparedClaim]:
+        self.claims = claims
+        out = []
+        for index, claim in enumerate(claims):
+            ref = claim_ref(claim)
+            spec = claim.spec
+            requests: list[list[Alternative]] = []
+            minimum = 0
+            for request in spec.requests:
+                subs = request.first_available
+                if subs and not self.features.prioritized_list:
+                    raise AllocationError(
+                        f"claim {ref}, request {request.name}: has subrequests, but the DRAPrioritizedList "
+                        "feature is disabled"
+                    )
+                for exact in request.alternatives:
+                    if exact.capacity is not None and not self.features.consumable_capacity:
+                        what = f"subrequest {exact.name}" if subs else f"request {request.name}"
+                        raise AllocationError(
+                            f"claim {ref}, {what}: has capacity requests, but the DRAConsumableCapacity feature "
+                            "is disabled"
+                        )
+                alternatives = [self._alternative(index, ref, request.name, exact, bool(subs)) for exact in
+                                request.alternatives]
+                requests.append(alternatives)
+                minimum += min((a.count for a in alternatives), default=0)
+            if minimum > MAX_DEVICES_PER_CLAIM:
+                raise AllocationError(
+                    f"claim {ref}: number of requested devices {minimum} exceeds the claim limit of "
+                    f"{MAX_DEVICES_PER_CLAIM}"
+                )
+            constraints: list[tuple[frozenset[str], MatchAttribute]] = []
+            for i, constraint in enumerate(spec.constraints):
+                if constraint.match_attribute:
+                    constraints.append((frozenset(constraint.requests), MatchAttribute(constraint.match_attribute)))
+                elif constraint.distinct_attribute:
+                    raise AllocationError(
+                        f"claim {ref}, constraint #{i}: distinctAttribute (alpha DRAConsumableCapacity) is not "
+                        "simulated"
+                    )
+                else:
+                    raise AllocationError(
+                        f"claim {ref}, constraint #{i}: empty constraint (unsupported constraint type?)"
+                    )
+            for alternatives in requests:
+                for alt in alternatives:
+                    alt.constraints = tuple(
+                        c for names, c in constraints if not names or alt.base in names or alt.ref in names
+                    )
+            out.append(PreparedClaim(claim=claim, requests=requests, selected=[0] * len(requests)))
+        return out
+
+    def _alternative(self, index: int, ref: str, base: str, exact: ExactRequest, is_sub: bool) -> Alternative:
+        name = exact.name
+        for i, selector in enumerate(exact.selectors):
+            if not selector.expression:
+                raise AllocationError(
+                    f"claim {ref}, request {name}, selector #{i}: CEL expression empty (unsupported selector type?)"
+                )
+        if exact.admin_access and not self.features.admin_access:
+            raise AllocationError(
+                f"claim {ref}, request {name}: admin access is requested, but the feature is disabled"
+            )
+        if not exact.device_class_name:
+            raise AllocationError(f"claim {ref}, request {name}: missing device class name (unsupported request type?)")
+        klass = self.classes.get(exact.device_class_name)
+        if klass is None:
+            raise AllocationError(
+                f"claim {ref}, request {name}: could not retrieve device class {exact.device_class_name}: "
+                f'deviceclass.resource.k8s.io "{exact.device_class_name}" not found'
+            )
+        alt = Alternative(
+            claim_index=index, request=exact, base=base, sub=name if is_sub else "", ref=exact.ref, klass=klass,
+            count=exact.count, all_devices=None, admin=exact.admin_access,
+            class_compiled=[None] * len(klass.selectors), request_compiled=[None] * len(exact.selectors),
+        )  # fmt: skip
+        if exact.allocation_mode == "ExactCount":
+            if not self.pools.any_invalid:
+                alt.order = self.order(alt)
+            return alt
+        if exact.allocation_mode != "All":
+            raise AllocationError(f"claim {ref}, request {name}: unsupported count mode {exact.allocation_mode}")
+        chosen: list[int] = []
+        for pool, (start, end) in zip(self.pools.pools, self.pools.pool_ranges, strict=True):
+            if pool.incomplete:
+                raise AllocationError(
+                    f"claim {ref}, request {name}: asks for all devices, but resource pool {pool.id} is currently "
+                    "being updated"
+                )
+            if pool.invalid is not None:
+                raise AllocationError(
+                    f"claim {ref}, request {name}: asks for all devices, but resource pool {pool.id} is currently "
+                    "invalid"
+                )
+            chosen.extend(i for i in range(start, end) if self.selectable(alt, i))
+        alt.all_devices = chosen
+        alt.count = len(chosen)
+        return alt
+
+    def selectable(self, alt: Alternative, index: int) -> bool:
+        """Class selectors, then request selectors, stopping at the first false; a runtime error aborts."""
+        if alt.class_outcomes is None:
+            alt.class_outcomes = self._outcomes(alt.klass.selectors)
+            alt.request_outcomes = self._outcomes(alt.request.selectors) if alt.request.selectors else None
+        candidate = self.pools.candidates[index]
+        outcome = alt.class_outcomes[index]
+        if outcome is None:
+            outcome = alt.class_outcomes[index] = self._evaluate(alt.klass.selectors, alt.class_compiled, candidate)
+        if outcome is not True:
+            if outcome is False:
+                return False
+            raise self._failure(alt, outcome, True)
+        if alt.request_outcomes is not None:
+            outcome = alt.request_outcomes[index]
+            if outcome is None:
+                outcome = alt.request_outcomes[index] = self._evaluate(
+                    alt.request.selectors, alt.request_compiled, candidate
+                )
+            if outcome is not True:
+                if outcome is False:
+                    return False
+                raise self._failure(alt, outcome, False)
+        return candidate.on_node
+
+    def order(self, alt: Alternative) -> tuple[int, ...] | None:
+        """The candidates ``alt`` selects, in search order, when no selector fails on any device of the node."""
+        key = (tuple(s.expression for s in alt.klass.selectors), tuple(s.expression for s in alt.request.selectors))
+        cache = self.pools.order_cache
+        if key in cache:
+            return cache[key]
+        chosen: list[int] | None = []
+        for i in range(len(self.pools.candidates)):
+            try:
+                if self.selectable(alt, i):
+                    chosen.append(i)  # type: ignore[union-attr]
+            except AllocationError:
+                chosen = None
+                break
+        if len(cache) >= MATCH_CACHE_KEYS:
+            cache.clear()
+        result = cache[key] = tuple(chosen) if chosen is not None else None
+        return result
+
+    def _outcomes(self, selectors: Sequence[Selector]) -> list[Any]:
+        cache = self.pools.match_cache
+        key = tuple(s.expression for s in selectors)
+        outcomes = cache.get(key)
+        if outcomes is None:
+            if len(cache) >= MATCH_CACHE_KEYS:
+                cache.clear()
+            outcomes = cache[key] = [None] * len(self.pools.candidates)
+        return outcomes
+
+    def _evaluate(self, selectors: Sequence[Selector], compiled: list[Evaluator | None],
+                  candidate: Candidate) -> bool | tuple[str, int, str]:  # fmt: skip
+        """True, False, or why the selector failed: ("compile" | "runtime", selector index, message)."""
+        for i, selector in enumerate(selectors):
+            evaluator = compiled[i]
+            if evaluator is None:
+                try:
+                    evaluator = self.compiler(selector.expression)
+                except self.compile_error as err:
+                    return ("compile", i, _message(err))
+                compiled[i] = evaluator
+            try:
+                if not evaluator.evaluate(candidate.device):
+                    return False
+            except self.runtime_error as err:
+                return ("runtime", i, f"{_message(err)} (device {candidate.id})")
+        return True
+
+    def _failure(self, alt: Alternative, why: tuple[str, int, str], is_class: bool) -> AllocationError:
+        where = f"class {alt.klass.name}" if is_class else f"claim {claim_ref(self.claims[alt.claim_index])}"
+        kind, index, message = why
+        return AllocationError(f"{where}: selector #{index}: CEL {kind} error: {message}")
+
+
+def _message(err: Exception) -> str:
+    return str(getattr(err, "message", err))

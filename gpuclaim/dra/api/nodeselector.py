@@ -1,0 +1,184 @@
+"""core/v1 NodeSelector: parsed, validated like the apiserver, and matched like kube-scheduler's nodeaffinity.
+
+Matching: terms are ORed, a term's requirements are ANDed, an empty term matches nothing; ``matchFields``
+only knows ``metadata.name``. A term with a requirement that cannot be evaluated (a non-integer ``Gt``
+value) does not match, as upstream skips terms that fail to parse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuclaim.dra.fieldpath import FieldError, Path
+
+from . import names
+from ._read import Reader
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+FIELD_OPERATORS = ("In", "NotIn")
+NODE_NAME_FIELD = "metadata.name"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches_labels(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op == "In":
+            return self.key in labels and labels[self.key] in self.values
+        if op == "NotIn":
+            return self.key not in labels or labels[self.key] not in self.values
+        if op == "Exists":
+            return self.key in labels
+        if op == "DoesNotExist":
+            return self.key not in labels
+        if op in ("Gt", "Lt"):
+            if self.key not in labels or len(self.values) != 1:
+                return False
+            try:
+                have, want = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False
+
+    def matches_name(self, node_name: str) -> bool:
+        if self.key != NODE_NAME_FIELD:
+            return False
+        if self.operator == "In":
+            return node_name in self.values
+        if self.operator == "NotIn":
+            return node_name not in self.values
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, *, labels: Mapping[str, str], name: str) -> bool:
+        if not self.match_expressions and not self.match_fields:
+            return False
+        return all(req.matches_labels(labels) for req in self.match_expressions) and all(
+            req.matches_name(name) for req in self.match_fields
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelector:
+    terms: tuple[NodeSelectorTerm, ...] = ()
+
+    def matches(self, *, labels: Mapping[str, str], name: str) -> bool:
+        """Whether a node with these labels and this name is selected (terms ORed)."""
+        return any(term.matches(labels=labels, name=name) for term in self.terms)
+
+
+def node_selector_matches(selector: NodeSelector, *, labels: Mapping[str, str], name: str) -> bool:
+    return selector.matches(labels=labels, name=name)
+
+
+_SELECTOR_FIELDS = frozenset({"nodeSelectorTerms"})
+_TERM_FIELDS = frozenset({"matchExpressions", "matchFields"})
+_REQ_FIELDS = frozenset({"key", "operator", "values"})
+
+
+def parse_node_selector(value: object, path: Path, r: Reader) -> NodeSelector | None:
+    """Parse and validate (``corevalidation.ValidateNodeSelector``) a NodeSelector at ``path``."""
+    if not isinstance(value, Mapping):
+        r.wrong_type(path, value, "an object")
+        return None
+    r.unknown_fields(value, _SELECTOR_FIELDS, path)
+    raw_terms = r.seq(value, "nodeSelectorTerms", path)
+    if not raw_terms:
+        r.add(FieldError.required(path.child("nodeSelectorTerms"), "must have at least one node selector term"))
+    terms = []
+    for i, raw in enumerate(raw_terms):
+        tpath = path.child("nodeSelectorTerms").index(i)
+        if not isinstance(raw, Mapping):
+            r.wrong_type(tpath, raw, "an object")
+            continue
+        r.unknown_fields(raw, _TERM_FIELDS, tpath)
+        exprs = _requirements(raw, "matchExpressions", tpath, r, fields=False)
+        fields = _requirements(raw, "matchFields", tpath, r, fields=True)
+        terms.append(NodeSelectorTerm(match_expressions=exprs, match_fields=fields))
+    return NodeSelector(terms=tuple(terms))
+
+
+def _requirements(
+    term: Mapping[str, Any], key: str, tpath: Path, r: Reader, *, fields: bool
+) -> tuple[NodeSelectorRequirement, ...]:
+    out = []
+    for j, raw in enumerate(r.seq(term, key, tpath)):
+        rpath = tpath.child(key).index(j)
+        if not isinstance(raw, Mapping):
+            r.wrong_type(rpath, raw, "an object")
+            continue
+        r.unknown_fields(raw, _REQ_FIELDS, rpath)
+        req_key = r.string(raw, "key", rpath, required=True) or ""
+        op = r.string(raw, "operator", rpath, required=True) or ""
+        values: list[str] = []
+        for k, v in enumerate(r.seq(raw, "values", rpath)):
+            if isinstance(v, str):
+                values.append(v)
+            else:
+                r.wrong_type(rpath.child("values").index(k), v, "a string")
+        if fields:
+            _check_field_requirement(req_key, op, values, rpath, r)
+        else:
+            _check_label_requirement(req_key, op, values, rpath, r)
+        out.append(NodeSelectorRequirement(key=req_key, operator=op, values=tuple(values)))
+    return tuple(out)
+
+
+def _check_label_requirement(key: str, op: str, values: list[str], rpath: Path, r: Reader) -> None:
+    if key:
+        r.check(rpath.child("key"), key, names.check_label_key)
+    if op in ("In", "NotIn"):
+        if not values:
+            r.add(FieldError.required(rpath.child("values"), "must be specified when `operator` is 'In' or 'NotIn'"))
+    elif op in ("Exists", "DoesNotExist"):
+        if values:
+            r.add(
+                FieldError.forbidden(
+                    rpath.child("values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+                )
+            )
+    elif op in ("Gt", "Lt"):
+        if len(values) != 1:
+            r.add(
+                FieldError.required(
+                    rpath.child("values"), "must be specified single value when `operator` is 'Lt' or 'Gt'"
+                )
+            )
+        elif not _is_int(values[0]):
+            r.add(FieldError.invalid(rpath.child("values").index(0), values[0], "must be an integer"))
+    elif op:
+        r.add(FieldError.not_supported(rpath.child("operator"), op, OPERATORS))
+
+
+def _check_field_requirement(key: str, op: str, values: list[str], rpath: Path, r: Reader) -> None:
+    if key and key != NODE_NAME_FIELD:
+        r.add(FieldError.not_supported(rpath.child("key"), key, [NODE_NAME_FIELD]))
+    if op and op not in FIELD_OPERATORS:
+        r.add(FieldError.not_supported(rpath.child("operator"), op, FIELD_OPERATORS))
+    elif op and len(values) != 1:
+        r.add(
+            FieldError.required(
+                rpath.child("values"),
+                "must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
+            )
+        )
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,333 @@
+"""Compile and evaluate DRA device selectors: the API the validator, allocator and extender use.
+
+``compile_selector(expr, mode=...)`` checks an expression as kube-apiserver (``"new"``) or
+kube-scheduler (``"stored"``) does and returns a :class:`CompiledSelector`; compiled selectors are
+kept in a bounded LRU :class:`SelectorCache` (``DEFAULT_CACHE`` is the process-wide one, a cache and
+nothing else). A compiled selector caches its results by the projection of a device on what it reads
+(driver, the attributes and capacities it names, "absent" included), so identical GPUs cost one
+evaluation.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from gpuclaim.dra.cel import ast, cost, parser, reads, regex
+from gpuclaim.dra.cel import types as t
+from gpuclaim.dra.cel.checker import check
+from gpuclaim.dra.cel.errors import CelCompileError, CelRuntimeError, error_at
+from gpuclaim.dra.cel.runtime import BUDGET, RuntimeDevice, compile_checked
+from gpuclaim.dra.cel.values import DomainMap, type_name
+from gpuclaim.dra.quantity import Quantity
+from gpuclaim.dra.semver import Semver
+
+Mode = Literal["new", "stored"]
+MAX_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength
+MAX_COST = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost, also the runtime limit
+_RESULTS_PER_SELECTOR = 4096
+_DEVICES_PER_CHAIN = 200_000
+_CHAINS_PER_SELECTOR = 16
+_ABSENT = ("<absent>",)
+
+
+class Device(Protocol):
+    """What a selector sees of a device; names are fully qualified (``gpu.nvidia.com/productName``).
+
+    An unqualified name is read under the driver's domain, as upstream's ``parseQualifiedName`` does.
+    """
+
+    @property
+    def driver(self) -> str: ...
+
+    @property
+    def attributes(self) -> Mapping[str, int | bool | str | Semver]: ...
+
+    @property
+    def capacity(self) -> Mapping[str, Quantity]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PlainDevice:
+    """A minimal :class:`Device` (tests, the CLI without a slice)."""
+
+    driver: str = ""
+    attributes: Mapping[str, int | bool | str | Semver] = None  # type: ignore[assignment]
+    capacity: Mapping[str, Quantity] = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.attributes is None:
+            object.__setattr__(self, "attributes", {})
+        if self.capacity is None:
+            object.__setattr__(self, "capacity", {})
+
+
+def _split(name: str, driver: str) -> tuple[str, str]:
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (driver, name)
+
+
+def runtime_device(device: Device) -> RuntimeDevice:
+    attrs: DomainMap = DomainMap()
+    for name, value in device.attributes.items():
+        domain, ident = _split(name, device.driver)
+        attrs.setdefault(domain, {})[ident] = value
+    caps: DomainMap = DomainMap()
+    for name, q in device.capacity.items():
+        domain, ident = _split(name, device.driver)
+        caps.setdefault(domain, {})[ident] = q
+    rd = RuntimeDevice(device.driver, attrs, caps)
+    # Only the StoredExpressions env (or DRAConsumableCapacity) declares the field; false unless set.
+    rd.allowMultipleAllocations = bool(getattr(device, "allow_multiple_allocations", False))
+    return rd
+
+
+class CompiledSelector:
+    """A checked, compiled expression. ``reads`` is what it reads of a device (see :mod:`reads`)."""
+
+    def __init__(self, expression: str, mode: Mode, fn: Any, estimated_cost: int, track: bool,
+                 reads_: frozenset[reads.Read], result_type: t.Type) -> None:
+        self.expression = expression
+        self.mode = mode
+        self.estimated_cost = estimated_cost
+        self.reads = reads_
+        self.result_type = result_type
+        self._fn = fn
+        self._track = track
+        self._results: dict[Any, bool | CelRuntimeError] = {}
+        self._chains: dict[tuple[CompiledSelector, ...], dict[int, tuple[Device, Outcome]]] = {}
+        self._key = _projector(reads_)
+
+    def value(self, device: Device | None) -> Any:
+        """Evaluate to a plain value (any type), raising :class:`CelRuntimeError`."""
+        env: dict[str, Any] = {"device": runtime_device(device or PlainDevice())}
+        if self._track:
+            env[BUDGET] = [MAX_COST]
+        return self._fn(env)
+
+    def evaluate(self, device: Device) -> bool:
+        """Whether the device matches; raises :class:`CelRuntimeError` as the scheduler would fail."""
+        result = self.outcome(device)
+        if result is True or result is False:
+            return result
+        raise result
+
+    def outcome(self, device: Device) -> bool | CelRuntimeError:
+        """Like :meth:`evaluate` but returns the error instead of raising it (cached by projection)."""
+        key = self._key(device)
+        result = self._results.get(key)
+        if result is None:
+            result = self._evaluate_uncached(device)
+            if len(self._results) >= _RESULTS_PER_SELECTOR:
+                self._results.clear()
+            self._results[key] = result
+        return result
+
+    def chain_cache(self, before: tuple[CompiledSelector, ...]) -> dict[int, tuple[Device, Outcome]]:
+        """Outcomes of ``before + (self,)`` by device object, owned by the last selector of the chain.
+
+        Devices are immutable; an entry keeps its device alive so that its ``id`` cannot be reused.
+        """
+        chain = self._chains.get(before)
+        if chain is None or len(chain) >= _DEVICES_PER_CHAIN:
+            if len(self._chains) >= _CHAINS_PER_SELECTOR:
+                self._chains.clear()
+            chain = self._chains[before] = {}
+        return chain
+
+    def _evaluate_uncached(self, device: Device) -> bool | CelRuntimeError:
+        try:
+            v = self.value(device)
+        except CelRuntimeError as err:
+            return err
+        except RecursionError:
+            return CelRuntimeError("max recursion depth exceeded")
+        if type(v) is not bool:
+            tn = type_name(v)
+            return CelRuntimeError(
+                f"CEL result of type {tn} could not be converted to bool: "
+                f"unsupported native conversion from {tn} to 'bool'"
+            )
+        return v
+
+
+def _tagged(v: object) -> tuple[type, object]:
+    return (type(v), v)  # True and 1 hash alike; the type keeps them apart
+
+
+def _projector(rs: frozenset[reads.Read]) -> Any:
+    """A function device -> hashable key of exactly what the selector reads ("absent" included).
+
+    Generated as straight-line code: it runs once per device and selector on a first pass.
+    Values carry their type where equality would mix them up (``True == 1`` in Python).
+    """
+    items = sorted(rs)
+    if any(r.domain is None and r.kind in ("attribute", "capacity") for r in items):
+        return _everything
+    lines = ["def key(device):", "    d = device.driver", "    a = device.attributes", "    c = device.capacity"]
+    parts = ["d"] if any(r.kind == "driver" for r in items) else []
+    if any(r.kind == "allowMultipleAllocations" for r in items):
+        parts.append("bool(getattr(device, 'allow_multiple_allocations', False))")
+    consts: dict[str, Any] = {"_A": _ABSENT, "_Q": Quantity, "_domain_items": _domain_items}
+    for n, r in enumerate(items):
+        src = "a" if r.kind == "attribute" else "c"
+        if r.name is not None:
+            consts[f"k{n}"], consts[f"n{n}"], consts[f"m{n}"] = f"{r.domain}/{r.name}", r.name, r.domain
+            lines += [
+                f"    v{n} = {src}.get(k{n}, _A)",
+                f"    if v{n} is _A and d == m{n}:",
+                f"        v{n} = {src}.get(n{n}, _A)",
+            ]
+            if r.kind == "capacity":
+                # A Quantity hashes through Fraction.__hash__ (a modular inverse, ~1.6 us); its reduced
+                # ratio is equal exactly when the values are, and hashes as two ints.
+                lines.append(f"    q{n} = v{n}.value.as_integer_ratio() if v{n}.__class__ is _Q else v{n}")
+                parts += [f"q{n}", f"v{n}.__class__"]
+            else:
+                parts += [f"v{n}", f"v{n}.__class__"]
+            if "d" not in parts:
+                parts.insert(0, "d")  # the driver decides what an unqualified name means
+        elif r.domain is not None:
+            consts[f"m{n}"] = r.domain
+            parts.append(f"_domain_items({src}, d, m{n})")
+    lines.append(f"    return ({', '.join(parts)},)" if parts else "    return ()")
+    namespace: dict[str, Any] = dict(consts)
+    exec("\n".join(lines), namespace)
+    return namespace["key"]
+
+
+def projection(selectors: Iterable[CompiledSelector]) -> Any:
+    """A function device -> hashable key of what any of ``selectors`` reads: two devices with equal keys get
+    the same outcome from every one of them (and so from the chain), whatever else they carry."""
+    union: frozenset[reads.Read] = frozenset().union(*(s.reads for s in selectors))
+    if any(r.domain is None and r.kind in ("attribute", "capacity") for r in union):
+        return _everything
+    return _projector(union)
+
+
+def _domain_items(source: Mapping[str, Any], driver: str, domain: str) -> tuple[Any, ...]:
+    return tuple(sorted((k, _tagged(v)) for k, v in source.items() if _split(k, driver)[0] == domain))
+
+
+def _everything(device: Device) -> tuple[Any, ...]:
+    return (
+        device.driver,
+        bool(getattr(device, "allow_multiple_allocations", False)),
+        tuple(sorted((k, _tagged(v)) for k, v in device.attributes.items())),
+        tuple(sorted((k, _tagged(v)) for k, v in device.capacity.items())),
+    )
+
+
+def _check_regexes(text: str, e: ast.Expr) -> None:
+    if isinstance(e, ast.Call) and e.function in ("matches", "find", "findAll"):
+        pattern = e.args[-1] if e.target is None and e.function == "matches" else (e.args[0] if e.args else None)
+        if isinstance(pattern, ast.Const) and pattern.kind == "string":
+            try:
+                regex.compile_re2(pattern.value)  # type: ignore[arg-type]
+            except Exception:
+                raise error_at(text, pattern.pos, f"invalid {e.function} argument") from None
+    for child in ast.children(e):
+        _check_regexes(text, child)
+
+
+def compile_uncached(expression: str, *, mode: Mode = "new", any_result: bool = False) -> CompiledSelector:
+    """Compile without a cache. ``any_result`` lifts the bool-result rule (for ``gpuclaim cel``)."""
+    if len(expression.encode("utf-8")) > MAX_LENGTH:
+        raise CelCompileError(f"Too long: may not be more than {MAX_LENGTH} bytes", kind="too_long")
+    checked = check(expression, parser.parse(expression), stored=mode == "stored")
+    _check_regexes(expression, checked.expr)  # cel-go's AST validators report with the other issues
+    out = checked.type_of(checked.expr)
+    if not any_result and out not in (t.BOOL, t.ANY):
+        raise CelCompileError(f"must evaluate to bool or the unknown type, not {out}")
+    estimated = cost.estimate(checked).hi
+    if mode == "new" and estimated > MAX_COST:
+        hint = None
+        if "!=" in expression:
+            hint = "'!=' on quantities is estimated at the maximum cost; write !(a == b) or a.compareTo(b) != 0"
+        raise CelCompileError("too complex, exceeds cost limit", kind="too_complex", cost=estimated, hint=hint)
+    fn = compile_checked(checked, track_cost=estimated > MAX_COST)
+    return CompiledSelector(expression, mode, fn, estimated, estimated > MAX_COST, reads.analyse(checked.expr), out)
+
+
+class SelectorCache:
+    """A bounded LRU of compiled selectors (and of compile errors), keyed by (expression, mode)."""
+
+    def __init__(self, maxsize: int = 256) -> None:
+        self.maxsize = maxsize
+        self._entries: OrderedDict[tuple[str, str], CompiledSelector | CelCompileError] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def compile(self, expression: str, *, mode: Mode = "new") -> CompiledSelector:
+        key = (expression, mode)
+        entry = self._entries.get(key)
+        if entry is None:
+            try:
+                entry = compile_uncached(expression, mode=mode)
+            except CelCompileError as err:
+                entry = err
+            self._entries[key] = entry
+            if len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
+        if isinstance(entry, CelCompileError):
+            raise entry
+        return entry
+
+
+#: The process-wide compile cache (only a cache: dropping it changes nothing but speed).
+DEFAULT_CACHE = SelectorCache(maxsize=256)
+
+
+def compile_selector(expression: str, *, mode: Mode = "new", cache: SelectorCache | None = None) -> CompiledSelector:
+    return (cache or DEFAULT_CACHE).compile(expression, mode=mode)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One device against an ordered list of selectors (class selectors first, then the request's)."""
+
+    matched: bool
+    error: str | None = None
+    selector_index: int | None = None  # the selector that said false or failed
+
+
+def match_devices(selectors: Sequence[CompiledSelector], devices: Iterable[Device]) -> list[Outcome]:
+    """Evaluate in order, stopping at the first false or error, as the allocator does.
+
+    Outcomes are cached per device object for this exact chain of selectors (the next scheduling
+    cycle sees the same immutable devices), and each selector caches by device projection.
+    """
+    devs = devices if isinstance(devices, list) else list(devices)
+    if not selectors:
+        return [_YES] * len(devs)
+    no = [Outcome(False, None, i) for i in range(len(selectors))]
+    checks = [(i, sel.outcome) for i, sel in enumerate(selectors)]
+    chain = selectors[-1].chain_cache(tuple(selectors[:-1]))
+    # The repeat pass is a few C-level sweeps; only misses run Python per device.
+    hits = list(map(chain.get, map(id, devs)))
+    out: list[Outcome | None] = [h[1] if h is not None and h[0] is d else None for h, d in zip(hits, devs, strict=True)]
+    for n in [n for n, o in enumerate(out) if o is None]:
+        device = devs[n]
+        outcome = _YES
+        for i, check_one in checks:
+            result = check_one(device)
+            if result is True:
+                continue
+            outcome = no[i] if result is False else Outcome(False, result.message, i)  # type: ignore[union-attr]
+            break
+        chain[id(device)] = (device, outcome)
+        out[n] = outcome
+    return out  # type: ignore[return-value]
+
+
+def evaluate_expression(expression: str, device: Device | None = None, *, mode: Mode = "stored") -> Any:
+    """Compile (any result type) and evaluate once; raises CelCompileError / CelRuntimeError."""
+    return compile_uncached(expression, mode=mode, any_result=True).value(device)
+
+
+_YES = Outcome(True)

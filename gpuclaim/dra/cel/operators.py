@@ -1,0 +1,181 @@
+"""CEL operators on runtime values: arithmetic with int64/uint64 overflow errors, ordering, field
+selection, indexing and membership (plain and optional forms), with CEL's error messages."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from celpy.celtypes import UintType
+
+from gpuclaim.dra.cel.values import (
+    INT64_MIN,
+    NONE,
+    Optional,
+    check_int,
+    check_uint,
+    contains_key,
+    equals,
+    fail,
+    lookup,
+    no_overload,
+)
+
+
+class RuntimeDevice:
+    """The ``device`` variable: what a selector sees of one device."""
+
+    __slots__ = ("allowMultipleAllocations", "attributes", "capacity", "driver")
+
+    def __init__(self, driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Any]) -> None:
+        self.driver = driver
+        self.attributes = attributes
+        self.capacity = capacity
+        self.allowMultipleAllocations = False
+
+
+def arith(op: str) -> Callable[[Any, Any], Any]:
+    def add(a: Any, b: Any) -> Any:
+        ta, tb = type(a), type(b)
+        if ta is tb:
+            if ta is int:
+                return check_int(a + b)
+            if ta is float or ta is str or ta is bytes:
+                return a + b
+            if ta is UintType:
+                return check_uint(int(a) + int(b))
+        if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+            return [*a, *b]
+        no_overload()
+
+    def num(f: Callable[[Any, Any, type], Any]) -> Callable[[Any, Any], Any]:
+        def g(a: Any, b: Any) -> Any:
+            ta = type(a)
+            if ta is not type(b) or ta not in (int, float, UintType):
+                no_overload()
+            return f(a, b, ta)
+
+        return g
+
+    def sub(a: Any, b: Any, ta: type) -> Any:
+        return check_int(a - b) if ta is int else a - b if ta is float else check_uint(int(a) - int(b))
+
+    def mul(a: Any, b: Any, ta: type) -> Any:
+        return check_int(a * b) if ta is int else a * b if ta is float else check_uint(int(a) * int(b))
+
+    def div(a: Any, b: Any, ta: type) -> Any:
+        if ta is float:
+            if b == 0:  # IEEE 754, as Go divides doubles
+                return math.nan if a == 0 or a != a else math.copysign(math.inf, a) * math.copysign(1.0, b)
+            return a / b
+        if b == 0:
+            fail("division by zero")
+        if ta is int and a == INT64_MIN and b == -1:
+            fail("integer overflow")
+        q = abs(int(a)) // abs(int(b))
+        q = q if (a >= 0) == (b > 0) else -q
+        return q if ta is int else UintType(q)
+
+    def mod(a: Any, b: Any, ta: type) -> Any:
+        if ta is float:
+            no_overload()
+        if b == 0:
+            fail("modulus by zero")
+        if ta is int and a == INT64_MIN and b == -1:
+            fail("integer overflow")
+        r = abs(int(a)) % abs(int(b))
+        r = r if a >= 0 else -r
+        return r if ta is int else UintType(r)
+
+    return {"_+_": add, "_-_": num(sub), "_*_": num(mul), "_/_": num(div), "_%_": num(mod)}[op]
+
+
+RELATIONAL: dict[str, Callable[[int], bool]] = {
+    "_<_": lambda c: c < 0, "_<=_": lambda c: c <= 0, "_>_": lambda c: c > 0, "_>=_": lambda c: c >= 0,
+}
+
+
+def as_bool(v: Any) -> bool:
+    if type(v) is not bool:
+        no_overload()
+    return v  # type: ignore[no-any-return]
+
+
+def select(v: Any, field: str) -> Any:
+    if isinstance(v, Mapping):
+        found, value = lookup(v, field)
+        if not found:
+            fail(f"no such key: {field}")
+        return value
+    if type(v) is RuntimeDevice:
+        return getattr(v, field)
+    if type(v) is Optional:
+        if not v.present:
+            return NONE
+        return optional_select(v.value, field)
+    no_overload()
+
+
+def optional_select(v: Any, field: str) -> Optional:
+    if type(v) is Optional:
+        return optional_select(v.value, field) if v.present else NONE
+    if isinstance(v, Mapping):
+        found, value = lookup(v, field)
+        return Optional(value, True) if found else NONE
+    if type(v) is RuntimeDevice:
+        return Optional(getattr(v, field), True)
+    no_overload()
+
+
+def index(c: Any, k: Any) -> Any:
+    if type(c) is Optional:
+        return optional_index(c.value, k) if c.present else NONE
+    if isinstance(c, list | tuple):
+        i = list_index(k)
+        if not 0 <= i < len(c):
+            fail(f"index '{i}' out of range in list size '{len(c)}'")
+        return c[i]
+    if isinstance(c, Mapping):
+        found, value = lookup(c, k)
+        if not found:
+            fail(f"no such key: {k}")
+        return value
+    no_overload()
+
+
+def list_index(k: Any) -> int:
+    tk = type(k)
+    if tk is int or tk is UintType:
+        return int(k)
+    if tk is float and k == int(k):
+        return int(k)
+    no_overload()
+
+
+def optional_index(c: Any, k: Any) -> Optional:
+    if type(c) is Optional:
+        return optional_index(c.value, k) if c.present else NONE
+    if isinstance(c, list | tuple):
+        i = list_index(k)
+        return Optional(c[i], True) if 0 <= i < len(c) else NONE
+    if isinstance(c, Mapping):
+        found, value = lookup(c, k)
+        return Optional(value, True) if found else NONE
+    no_overload()
+
+
+def contains(x: Any, c: Any) -> bool:
+    if isinstance(c, list | tuple):
+        return any(equals(y, x) for y in c)
+    if isinstance(c, Mapping):
+        return contains_key(c, x)
+    no_overload()
+
+
+def items(r: Any) -> Any:
+    if isinstance(r, list | tuple):
+        return r
+    if isinstance(r, Mapping):
+        return list(r.keys())
+    no_overload()

@@ -1,0 +1,275 @@
+"""Parse CEL text into :mod:`dra.cel.ast`, expanding macros as cel-go does.
+
+The grammar is cel-python's (``cel.lark``, with optional selection added), parsed the way
+``celpy.celparser.CELParser`` parses it: lark LALR, positions propagated, ``true``/``false``
+re-tokenised as literals. Unlike cel-python we keep every token, because cel-go reports errors at
+the operator / `.` / `[` / `(` token.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import lark
+from celpy import evaluation as _celpy_eval
+
+from gpuclaim.dra.cel import ast
+from gpuclaim.dra.cel.errors import CelCompileError, error_at
+
+_BINARY = {
+    "relation_lt": "_<_", "relation_le": "_<=_", "relation_gt": "_>_", "relation_ge": "_>=_",
+    "relation_eq": "_==_", "relation_ne": "_!=_", "relation_in": "@in",
+    "addition_add": "_+_", "addition_sub": "_-_",
+    "multiplication_mul": "_*_", "multiplication_div": "_/_", "multiplication_mod": "_%_",
+}
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _literal_callback(t: lark.Token) -> lark.Token:
+    if t.value in ("true", "false"):
+        return lark.Token("BOOL_LIT", t.value)
+    return t
+
+
+@cache
+def _lark() -> lark.Lark:
+    return lark.Lark(
+        (Path(__file__).parent / "cel.lark").read_text(),
+        parser="lalr",
+        start="expr",
+        g_regex_flags=re.M,
+        lexer_callbacks={"IDENT": _literal_callback},
+        propagate_positions=True,
+        maybe_placeholders=False,
+        priority="invert",
+        keep_all_tokens=True,
+    )
+
+
+def parse(text: str) -> ast.Expr:
+    try:
+        tree = _lark().parse(text)
+    except lark.exceptions.UnexpectedCharacters as ex:
+        raise _syntax_error(text, ex.pos_in_stream or 0, _token_recognition(text, ex.pos_in_stream or 0)) from None
+    except lark.exceptions.UnexpectedEOF:
+        raise _syntax_error(text, len(text), "mismatched input '<EOF>'") from None
+    except lark.exceptions.UnexpectedToken as ex:
+        tok = ex.token
+        pos = tok.start_pos if tok.start_pos is not None else len(text)
+        shown = "<EOF>" if tok.type == "$END" else str(tok.value)
+        raise _syntax_error(text, pos, f"mismatched input '{shown}' expecting one of {_expected(ex)}") from None
+    except lark.exceptions.LarkError as ex:  # pragma: no cover - lark's other errors carry no position
+        raise _syntax_error(text, 0, str(ex).splitlines()[0]) from None
+    return _Builder(text).expr(tree)
+
+
+def _expected(ex: lark.exceptions.UnexpectedToken) -> str:
+    return "{" + ", ".join(sorted(ex.expected)) + "}"
+
+
+def _token_recognition(text: str, pos: int) -> str:
+    # ANTLR (cel-go) reports the text its lexer consumed before failing: an unterminated string runs
+    # to the end, a lone `=`/`&`/`|` includes the character after it.
+    ch = text[pos]
+    if ch in "'\"":
+        shown = text[pos:].split("\n", 1)[0]
+    elif ch in "=&|" and pos + 1 < len(text):
+        shown = text[pos : pos + 2]
+    else:
+        shown = ch
+    return f"token recognition error at: '{shown}'"
+
+
+def _syntax_error(text: str, pos: int, detail: str) -> CelCompileError:
+    return error_at(text, pos, f"Syntax error: {detail}")
+
+
+class _Builder:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def fail(self, pos: int, message: str) -> CelCompileError:
+        return error_at(self.text, pos, message)
+
+    # -- tree walking -------------------------------------------------------------------------------
+    def expr(self, t: lark.Tree) -> ast.Expr:
+        kids = [c for c in t.children]
+        name = t.data
+        if name in ("expr",):
+            if len(kids) == 1:
+                return self.expr(kids[0])
+            cond, q, yes, _colon, no = kids
+            return ast.Call("_?_:_", [self.expr(cond), self.expr(yes), self.expr(no)], _tok_pos(q))
+        if name in ("conditionalor", "conditionaland"):
+            if len(kids) == 1:
+                return self.expr(kids[0])
+            left, op, right = kids
+            fn = "_||_" if name == "conditionalor" else "_&&_"
+            return ast.Call(fn, [self.expr(left), self.expr(right)], _tok_pos(op))
+        if name in ("relation", "addition", "multiplication"):
+            if len(kids) == 1:
+                return self.expr(kids[0])
+            op_tree, right = kids
+            left, op = op_tree.children
+            fn = _BINARY[op_tree.data]
+            args = [self.expr(left), self.expr(right)]
+            if fn == "@in":
+                return ast.Call("@in", args, _tok_pos(op))
+            return ast.Call(fn, args, _tok_pos(op))
+        if name == "unary":
+            if len(kids) == 1:
+                return self.expr(kids[0])
+            op, operand = kids
+            inner = self.expr(operand)
+            pos = _tok_pos(op.children[0])
+            if op.data == "unary_not":
+                return ast.Call("!_", [inner], pos)
+            if isinstance(inner, ast.Const) and inner.kind in ("int", "double"):
+                return self.number(-inner.value, inner.kind, pos)  # type: ignore[operator]
+            return ast.Call("-_", [inner], pos)
+        if name in ("member", "primary"):
+            return self.expr(kids[0])
+        if name == "member_dot":
+            operand, dot, ident = kids
+            return ast.Select(self.expr(operand), str(ident), _tok_pos(dot))
+        if name == "member_dot_opt":
+            operand, dot, _q, ident = kids
+            pos = _tok_pos(dot)
+            return ast.Call("_?._", [self.expr(operand), ast.Const(str(ident), "string", pos)], pos)
+        if name == "member_dot_arg":
+            operand, _dot, ident, paren, *rest = kids
+            return self.call(str(ident), self.args(rest), _tok_pos(paren), target=self.expr(operand))
+        if name == "member_index":
+            operand, bracket, index, _close = kids
+            return ast.Call("_[_]", [self.expr(operand), self.expr(index)], _tok_pos(bracket))
+        if name == "member_index_opt":
+            operand, bracket, _q, index, _close = kids
+            return ast.Call("_[?_]", [self.expr(operand), self.expr(index)], _tok_pos(bracket))
+        if name == "member_object":
+            raise self.fail(_tok_pos(kids[1]), "message construction is not supported in this environment")
+        if name == "ident":
+            tok = kids[0]
+            return ast.Ident(str(tok), _tok_pos(tok))
+        if name == "ident_arg":
+            ident, paren, *rest = kids
+            return self.call(str(ident), self.args(rest), _tok_pos(paren))
+        if name in ("dot_ident", "dot_ident_arg"):
+            raise self.fail(_tok_pos(kids[0]), "leading '.' names are not supported in this environment")
+        if name == "paren_expr":
+            return self.expr(kids[1])
+        if name == "list_lit":
+            return ast.ListExpr(self.args(kids[1:]), _tok_pos(kids[0]))
+        if name == "map_lit":
+            entries: list[tuple[ast.Expr, ast.Expr]] = []
+            for k in kids[1:]:
+                if isinstance(k, lark.Tree) and k.data == "mapinits":
+                    items = [c for c in k.children if isinstance(c, lark.Tree)]
+                    entries = [(self.expr(items[i]), self.expr(items[i + 1])) for i in range(0, len(items), 2)]
+            return ast.MapExpr(entries, _tok_pos(kids[0]))
+        if name == "literal":
+            return self.literal(kids[0])
+        raise self.fail(_tree_pos(t), f"unsupported syntax {name}")  # pragma: no cover
+
+    def args(self, rest: list[object]) -> list[ast.Expr]:
+        for k in rest:
+            if isinstance(k, lark.Tree) and k.data == "exprlist":
+                return [self.expr(c) for c in k.children if isinstance(c, lark.Tree)]
+        return []
+
+    def number(self, value: object, kind: str, pos: int) -> ast.Const:
+        if kind == "int" and not _INT64_MIN <= value <= _INT64_MAX:  # type: ignore[operator]
+            raise self.fail(pos, "invalid int literal")
+        return ast.Const(value, kind, pos)
+
+    def literal(self, tok: lark.Token) -> ast.Const:
+        pos, v, ty = _tok_pos(tok), str(tok), tok.type
+        if ty == "INT_LIT":
+            return self.number(int(v, 16) * (-1 if v.startswith("-") else 1) if "x" in v else int(v), "int", pos)
+        if ty == "UINT_LIT":
+            n = int(v[:-1], 16) if "x" in v else int(v[:-1])
+            if not 0 <= n < 2**64:
+                raise self.fail(pos, "invalid uint literal")
+            return ast.Const(n, "uint", pos)
+        if ty == "FLOAT_LIT":
+            return ast.Const(float(v), "double", pos)
+        if ty in ("STRING_LIT", "MLSTRING_LIT"):
+            try:
+                return ast.Const(str(_celpy_eval.celstr(tok)), "string", pos)
+            except ValueError as exc:
+                raise self.fail(pos, f"Syntax error: invalid string literal: {exc}") from None
+        if ty == "BYTES_LIT":
+            return ast.Const(bytes(_celpy_eval.celbytes(tok)), "bytes", pos)
+        if ty == "BOOL_LIT":
+            return ast.Const(v == "true", "bool", pos)
+        return ast.Const(None, "null", pos)
+
+    # -- macros -------------------------------------------------------------------------------------
+    def call(self, fn: str, args: list[ast.Expr], pos: int, target: ast.Expr | None = None) -> ast.Expr:
+        if target is None:
+            if fn == "has":
+                if len(args) != 1 or not isinstance(args[0], ast.Select):
+                    raise self.fail(pos, "invalid argument to has() macro")
+                sel = args[0]
+                return ast.Select(sel.operand, sel.field, sel.pos, test_only=True)
+            return ast.Call(fn, args, pos)
+        if isinstance(target, ast.Ident) and target.name == "cel" and fn == "bind" and len(args) == 3:
+            var = self.simple_name(args[0])
+            return ast.Comprehension(
+                "#unused", ast.ListExpr([], pos), var, args[1], ast.Const(False, "bool", pos),
+                ast.Ident(var, pos), args[2], pos, macro="bind",
+            )
+        if (fn in ("all", "exists", "exists_one", "existsOne", "filter") and len(args) == 2) or (
+            fn == "map" and len(args) in (2, 3)
+        ):
+            return self.comprehension(fn, target, args, pos)
+        return ast.Call(fn, args, pos, target=target)
+
+    def simple_name(self, e: ast.Expr) -> str:
+        if not isinstance(e, ast.Ident):
+            raise self.fail(e.pos, "argument must be a simple name")
+        return e.name
+
+    def comprehension(self, fn: str, target: ast.Expr, args: list[ast.Expr], pos: int) -> ast.Comprehension:
+        var = self.simple_name(args[0])
+        acc = ast.ACCU
+
+        def ident() -> ast.Ident:
+            return ast.Ident(acc, pos)
+
+        t, f = ast.Const(True, "bool", pos), ast.Const(False, "bool", pos)
+        if fn == "all":
+            init, cond = t, ast.Call("@not_strictly_false", [ident()], pos)
+            step: ast.Expr = ast.Call("_&&_", [ident(), args[1]], pos)
+            result: ast.Expr = ident()
+        elif fn == "exists":
+            init = f
+            cond = ast.Call("@not_strictly_false", [ast.Call("!_", [ident()], pos)], pos)
+            step, result = ast.Call("_||_", [ident(), args[1]], pos), ident()
+        elif fn in ("exists_one", "existsOne"):
+            init, cond = ast.Const(0, "int", pos), ast.Const(True, "bool", pos)
+            plus = ast.Call("_+_", [ident(), ast.Const(1, "int", pos)], pos)
+            step = ast.Call("_?_:_", [args[1], plus, ident()], pos)
+            result = ast.Call("_==_", [ident(), ast.Const(1, "int", pos)], pos)
+            fn = "exists_one"
+        else:
+            init, cond = ast.ListExpr([], pos), ast.Const(True, "bool", pos)
+            item = args[-1] if fn == "map" else ast.Ident(var, pos)
+            append = ast.Call("_+_", [ident(), ast.ListExpr([item], pos)], pos)
+            step = append if fn == "map" and len(args) == 2 else ast.Call("_?_:_", [args[1], append, ident()], pos)
+            result = ident()
+        return ast.Comprehension(var, target, acc, init, cond, step, result, pos, macro=fn)
+
+
+def _tok_pos(tok: object) -> int:
+    if isinstance(tok, lark.Token):
+        return tok.start_pos or 0
+    if isinstance(tok, lark.Tree):
+        return _tree_pos(tok)
+    return 0  # pragma: no cover
+
+
+def _tree_pos(t: lark.Tree) -> int:
+    return getattr(t.meta, "start_pos", 0) or 0
+

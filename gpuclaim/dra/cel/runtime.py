@@ -1,0 +1,322 @@
+"""Compile a checked CEL AST into nested Python closures (cel-python's tree walker is too slow).
+
+Each node becomes ``f(env) -> value`` where ``env`` maps variable names to values. CEL errors are
+:class:`CelRuntimeError` exceptions; ``&&``/``||`` catch them to give CEL's commutative,
+error-absorbing logic (``error || true`` is true, ``error || false`` is the error).
+
+When the estimated cost of an expression exceeds the runtime limit (possible only in the scheduler's
+stored mode) every identifier, selection and call is charged one unit against ``env["$budget"]``,
+an approximation of cel-go's actual cost that stops runaway comprehensions with cel-go's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from celpy.celtypes import UintType
+
+from gpuclaim.dra.cel import ast
+from gpuclaim.dra.cel import operators as ops
+from gpuclaim.dra.cel import types as t
+from gpuclaim.dra.cel.checker import Checked
+from gpuclaim.dra.cel.errors import CelCostLimitError, CelRuntimeError
+from gpuclaim.dra.cel.k8slib import FUNCS
+from gpuclaim.dra.cel.operators import RuntimeDevice
+from gpuclaim.dra.cel.values import (
+    TypeValue,
+    check_int,
+    compare,
+    contains_key,
+    equals,
+    fail,
+    lookup,
+    no_overload,
+)
+
+Fn = Callable[[dict[str, Any]], Any]
+BUDGET = "$budget"
+
+
+class _Deferred:
+    """A ``cel.bind`` value whose initialiser failed: the error surfaces only if the name is used."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: CelRuntimeError) -> None:
+        self.error = error
+
+
+def compile_checked(checked: Checked, *, track_cost: bool) -> Fn:
+    return _Compiler(checked, track_cost).build(checked.expr)
+
+
+class _Compiler:
+    def __init__(self, checked: Checked, track_cost: bool) -> None:
+        self.c = checked
+        self.track = track_cost
+        self.binds: set[str] = set()
+
+    def build(self, e: ast.Expr) -> Fn:
+        f = self.node(e)
+        if self.track and not isinstance(e, ast.Const | ast.ListExpr | ast.MapExpr | ast.Comprehension):
+            inner = f
+
+            def f(env: dict[str, Any]) -> Any:
+                budget = env[BUDGET]
+                budget[0] -= 1
+                if budget[0] < 0:
+                    raise CelCostLimitError("operation cancelled: actual cost limit exceeded")
+                return inner(env)
+
+        return f
+
+    def node(self, e: ast.Expr) -> Fn:
+        match e:
+            case ast.Const():
+                v = UintType(e.value) if e.kind == "uint" else e.value  # type: ignore[arg-type]
+                return lambda env: v
+            case ast.Ident():
+                name = e.name
+                if name in self.binds:
+
+                    def bound(env: dict[str, Any]) -> Any:
+                        v = env[name]
+                        if type(v) is _Deferred:
+                            raise v.error
+                        return v
+
+                    return bound
+                if name in t.TYPE_NAMES and name != "device" and self.c.type_of(e).name == "type":
+                    tv = TypeValue(str(t.TYPE_NAMES[name]).split("(")[0])
+                    return lambda env: tv
+                return lambda env: env[name]
+            case ast.Select():
+                o, field = self.build(e.operand), e.field
+                if e.test_only:
+
+                    def has(env: dict[str, Any]) -> bool:
+                        v = o(env)
+                        if isinstance(v, Mapping):
+                            return contains_key(v, field)
+                        if type(v) is RuntimeDevice:
+                            return True
+                        no_overload()
+
+                    return has
+                if self.c.type_of(e.operand) == t.DEVICE:
+                    return lambda env: getattr(o(env), field)
+                return lambda env: ops.select(o(env), field)
+            case ast.ListExpr():
+                items = [self.build(x) for x in e.elements]
+                return lambda env: [f(env) for f in items]
+            case ast.MapExpr():
+                pairs = [(self.build(k), self.build(v)) for k, v in e.entries]
+
+                def make_map(env: dict[str, Any]) -> dict[Any, Any]:
+                    out: dict[Any, Any] = {}
+                    for kf, vf in pairs:
+                        k = kf(env)
+                        if type(k) not in (str, int, UintType, bool):
+                            fail(f"unsupported map key type: {type(k).__name__}")
+                        if lookup(out, k)[0]:
+                            fail(f"Failed with repeated key: {k}")
+                        out[k] = vf(env)
+                    return out
+
+                return make_map
+            case ast.Comprehension():
+                return self.comprehension(e)
+            case ast.Call():
+                return self.call(e)
+        raise AssertionError(e)  # pragma: no cover
+
+    def call(self, e: ast.Call) -> Fn:
+        fn = e.function
+        args = [self.build(a) for a in e.args]
+        if fn in ("_&&_", "_||_"):
+            left, right = args
+            decisive = fn == "_||_"  # the value that decides the result
+
+            def logic(env: dict[str, Any]) -> bool:
+                try:
+                    lv = ops.as_bool(left(env))
+                except CelCostLimitError:
+                    raise
+                except CelRuntimeError as err:
+                    rv = ops.as_bool(right(env))
+                    if rv is decisive:
+                        return rv
+                    raise err from None
+                if lv is decisive:
+                    return lv
+                return ops.as_bool(right(env))
+
+            return logic
+        if fn == "_?_:_":
+            c, y, n = args
+            return lambda env: y(env) if ops.as_bool(c(env)) else n(env)
+        if fn == "!_":
+            a = args[0]
+            return lambda env: not ops.as_bool(a(env))
+        if fn == "@not_strictly_false":
+            a = args[0]
+
+            def not_strictly_false(env: dict[str, Any]) -> bool:
+                try:
+                    v = a(env)
+                except CelCostLimitError:
+                    raise
+                except CelRuntimeError:
+                    return True
+                return v is not False
+
+            return not_strictly_false
+        if fn in ("_==_", "_!=_"):
+            a, b = args
+            if fn == "_==_":
+                return lambda env: equals(a(env), b(env))
+            return lambda env: not equals(a(env), b(env))
+        if fn in ops.RELATIONAL:
+            a, b, test = args[0], args[1], ops.RELATIONAL[fn]
+
+            def relational(env: dict[str, Any]) -> bool:
+                x, y = a(env), b(env)
+                if (type(x) is float and x != x) or (type(y) is float and y != y):
+                    return False
+                return test(compare(x, y))
+
+            return relational
+        if fn in ("_+_", "_-_", "_*_", "_/_", "_%_"):
+            a, b, op = args[0], args[1], ops.arith(fn)
+            return lambda env: op(a(env), b(env))
+        if fn == "-_":
+            a = args[0]
+
+            def negate(env: dict[str, Any]) -> Any:
+                v = a(env)
+                if type(v) is int:
+                    return check_int(-v)
+                if type(v) is float:
+                    return -v
+                no_overload()
+
+            return negate
+        if fn == "@in":
+            a, b = args
+            return lambda env: ops.contains(a(env), b(env))
+        if fn == "_[_]":
+            a, b = args
+            return lambda env: ops.index(a(env), b(env))
+        if fn == "_[?_]":
+            a, b = args
+            return lambda env: ops.optional_index(a(env), b(env))
+        if fn == "_?._":
+            a, field = args[0], e.args[1].value  # type: ignore[union-attr]
+            return lambda env: ops.optional_select(a(env), field)  # type: ignore[arg-type]
+        impl = FUNCS[(fn, e.target is not None)]
+        if e.target is not None:
+            args.insert(0, self.build(e.target))
+        if len(args) == 1:
+            a0 = args[0]
+            return lambda env: impl(a0(env))
+        if len(args) == 2:
+            a0, a1 = args
+            return lambda env: impl(a0(env), a1(env))
+        return lambda env: impl(*[f(env) for f in args])
+
+    def comprehension(self, e: ast.Comprehension) -> Fn:
+        if e.macro == "bind":
+            name = e.accu_var
+            init = self.build(e.accu_init)
+            self.binds.add(name)
+            result = self.build(e.result)
+
+            def bind(env: dict[str, Any]) -> Any:
+                saved = env.get(name, _MISSING)
+                try:
+                    env[name] = init(env)
+                except CelCostLimitError:
+                    raise
+                except CelRuntimeError as err:
+                    env[name] = _Deferred(err)
+                try:
+                    return result(env)
+                finally:
+                    _restore(env, name, saved)
+
+            return bind
+        rng, var = self.build(e.iter_range), e.iter_var
+        if e.macro in ("all", "exists"):
+            pred = self.build(e.loop_step.args[1])  # type: ignore[union-attr]
+            decisive = e.macro == "exists"
+
+            def quantifier(env: dict[str, Any]) -> bool:
+                items = ops.items(rng(env))
+                saved = env.get(var, _MISSING)
+                first_error: CelRuntimeError | None = None
+                try:
+                    for x in items:
+                        env[var] = x
+                        try:
+                            if ops.as_bool(pred(env)) is decisive:
+                                return decisive
+                        except CelCostLimitError:
+                            raise
+                        except CelRuntimeError as err:
+                            first_error = first_error or err
+                finally:
+                    _restore(env, var, saved)
+                if first_error is not None:
+                    raise first_error
+                return not decisive
+
+            return quantifier
+        step_e = e.loop_step
+        if e.macro == "exists_one":
+            pred = self.build(step_e.args[0])  # type: ignore[union-attr]
+
+            def exists_one(env: dict[str, Any]) -> bool:
+                items = ops.items(rng(env))
+                saved, n = env.get(var, _MISSING), 0
+                try:
+                    for x in items:
+                        env[var] = x
+                        if ops.as_bool(pred(env)):
+                            n += 1
+                finally:
+                    _restore(env, var, saved)
+                return n == 1
+
+            return exists_one
+        # map(x, t), map(x, p, t), filter(x, p)
+        if isinstance(step_e, ast.Call) and step_e.function == "_?_:_":
+            cond = self.build(step_e.args[0])
+            appended = step_e.args[1]
+        else:
+            cond, appended = None, step_e
+        item = self.build(appended.args[1].elements[0])  # type: ignore[union-attr]
+
+        def transform(env: dict[str, Any]) -> list[Any]:
+            items = ops.items(rng(env))
+            saved, out = env.get(var, _MISSING), []
+            try:
+                for x in items:
+                    env[var] = x
+                    if cond is None or ops.as_bool(cond(env)):
+                        out.append(item(env))
+            finally:
+                _restore(env, var, saved)
+            return out
+
+        return transform
+
+
+_MISSING = object()
+
+
+def _restore(env: dict[str, Any], name: str, saved: object) -> None:
+    if saved is _MISSING:
+        env.pop(name, None)
+    else:
+        env[name] = saved

@@ -1,0 +1,120 @@
+"""Nodes that look the same to a pod share one simulation.
+
+Thousands of nodes of one instance type differ, as far as a pod's claims can tell, only in what is held on
+them. A node's *signature* for a pod is everything the allocator and the score read, with per-node
+identifiers replaced by their pattern:
+
+- per device, in search order: driver, device name, pool index, usable on the node, held or free, and the
+  outcome of every alternative's selector chain (class selectors, then request selectors, as dra.cel
+  evaluates them, cached per device projection);
+- per ``matchAttribute`` name and per topology source: which devices share a value (values renumbered by first
+  appearance, so root ``pci0000:10`` on one node and ``pci0000:44`` on another are the same pattern);
+- per pool: driver, complete, valid; and where each pool's devices start and end.
+
+Two nodes with one signature get the same allocation (same device positions) and the same score, so the
+first node's verdict is reused with the second node's device names. Anything that would make the answer
+depend on more than this (a selector error, devices with counters or taints) gets no signature: that node is
+simulated on its own. The cache needs no invalidation: a changed node has a changed signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from gpuclaim.dra import cel
+from gpuclaim.dra.api import DeviceClass, ResourceClaim
+
+from .score import NodeVerdict
+
+Chain = tuple[cel.CompiledSelector, ...]
+_MAX_GROUPS = 20_000
+
+
+def chains(claims: Sequence[ResourceClaim], classes: Mapping[str, DeviceClass]) -> list[Chain] | None:
+    """One selector chain per alternative of every request; None when a class is missing or a selector does not
+    compile (the allocator reports an error then, and errors are not shared)."""
+    out: list[Chain] = []
+    for claim in claims:
+        for request in claim.spec.requests:
+            for alt in request.alternatives:
+                klass = classes.get(alt.device_class_name)
+                if klass is None:
+                    return None
+                try:
+                    out.append(tuple(cel.compile_selector(s.expression, mode="stored")
+                                     for s in (*klass.selectors, *alt.selectors)))  # fmt: skip
+                except cel.CelCompileError:
+                    return None
+    return out
+
+
+def constraint_attributes(claims: Sequence[ResourceClaim]) -> tuple[str, ...]:
+    return tuple(sorted({c.match_attribute for claim in claims for c in claim.spec.constraints if c.match_attribute}))
+
+
+def _pattern(values: list[Any]) -> tuple[int | None, ...]:
+    seen: dict[tuple[type, Any], int] = {}
+    return tuple(None if v is None else seen.setdefault((type(v), v), len(seen)) for v in values)
+
+
+def signature(state: Any, key: bytes, selector_chains: Sequence[Chain], attributes: Sequence[str]
+              ) -> Hashable | None:
+    """``state`` is a predict.NodeState (typed loosely to keep this module free of an import cycle)."""
+    pools = state.pools
+    held = state.held
+    rows = []
+    for candidate in pools.candidates:
+        if candidate.consumes or candidate.taints:
+            return None
+        device = candidate.device
+        outcomes = []
+        for chain in selector_chains:
+            ok = True
+            for selector in chain:
+                result = selector.outcome(device)
+                if result is not True:
+                    if result is not False:
+                        return None  # a runtime error: the allocator's message names this node's device
+                    ok = False
+                    break
+            outcomes.append(ok)
+        dev_id = candidate.id
+        rows.append((dev_id.driver, dev_id.device, candidate.pool_index, candidate.on_node, dev_id in held,
+                     tuple(outcomes)))  # fmt: skip
+    ids = [c.id for c in pools.candidates]
+    attribute_patterns = tuple(_pattern([c.device.attributes.get(a) for c in pools.candidates]) for a in attributes)
+    keys = state.topology.keys
+    topology_patterns = tuple(_pattern([keys[d][k] for d in ids]) for k in range(len(state.topology.sources)))
+    pool_shape = tuple((p.driver, p.incomplete, p.invalid is None) for p in pools.pools)
+    return (key, pool_shape, pools.pool_ranges, tuple(rows), attribute_patterns, topology_patterns)
+
+
+class GroupCache:
+    """Verdicts by signature, with the picked devices as positions in the node's search order."""
+
+    def __init__(self, max_entries: int = _MAX_GROUPS) -> None:
+        self.max_entries = max_entries
+        self._entries: dict[Hashable, tuple[NodeVerdict, tuple[int, ...]]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, sig: Hashable, state: Any) -> NodeVerdict | None:
+        entry = self._entries.get(sig)
+        if entry is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        verdict, positions = entry
+        candidates = state.pools.candidates
+        devices = tuple(str(candidates[i].id) for i in positions)
+        return NodeVerdict(node=state.name, score=verdict.score, devices=devices, reason=verdict.reason,
+                           strict=verdict.strict, error=verdict.error)  # fmt: skip
+
+    def put(self, sig: Hashable, state: Any, verdict: NodeVerdict) -> None:
+        if verdict.error or self.max_entries == 0:
+            return  # error messages name pools and devices of one node
+        index = {str(c.id): i for i, c in enumerate(state.pools.candidates)}
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+        self._entries[sig] = (verdict, tuple(index[d] for d in verdict.devices))

@@ -1,0 +1,16 @@
+"""Typed application keys (aiohttp AppKey): the shared objects of one extender app, no module globals."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from gpuclaim.dra.config import ExtenderConfig
+
+from .metrics import ExtenderMetrics
+from .predict import ClusterView
+from .readiness import Readiness
+
+CONFIG = web.AppKey("gpuclaim.extender.config", ExtenderConfig)
+VIEW = web.AppKey("gpuclaim.extender.view", ClusterView)
+METRICS = web.AppKey("gpuclaim.extender.metrics", ExtenderMetrics)
+READINESS = web.AppKey("gpuclaim.extender.readiness", Readiness)

@@ -1,0 +1,157 @@
+"""A cluster view read from an inventory directory (``gpuclaim score --cluster DIR``) or built in memory (tests).
+
+The directory holds ResourceSlice, ResourceClaim, ResourceClaimTemplate, DeviceClass and Node YAML, multi-document
+or ``kubectl get -o yaml`` List output, any file name ending in .yaml, .yml or .json, read in sorted order.
+Every node that has a Node object or a slice with ``nodeName`` is a candidate. Objects of other kinds are ignored;
+an object of one of these kinds that does not parse is an error naming the file, the document and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuclaim.dra import allocator
+from gpuclaim.dra.api import (
+    DeviceClass,
+    DeviceID,
+    ResourceClaim,
+    ResourceSlice,
+    iter_objects,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_slice,
+)
+from gpuclaim.dra.config import ExtenderConfig
+
+from .groups import GroupCache
+from .predict import NodeState
+
+KINDS = ("ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Node")
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class InventoryError(ValueError):
+    """The inventory cannot be read; the message names the file and what is wrong."""
+
+
+class OfflineView:
+    def __init__(self, objects: Iterable[Mapping[str, Any]], *, config: ExtenderConfig) -> None:
+        self.config = config
+        self.slices: list[ResourceSlice] = []
+        self.claims: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self.templates: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self._classes: dict[str, DeviceClass] = {}
+        self.nodes: dict[str, Mapping[str, Any]] = {}
+        for obj in objects:
+            self._add(obj, where="")
+        self._states: dict[str, NodeState] = {}
+        self.verdict_groups = GroupCache()
+        self._held: frozenset[DeviceID] | None = None
+
+    @classmethod
+    def from_directory(cls, directory: Path, *, config: ExtenderConfig) -> OfflineView:
+        if not directory.is_dir():
+            raise InventoryError(f"--cluster {directory}: not a directory")
+        files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in _SUFFIXES)
+        if not files:
+            raise InventoryError(f"--cluster {directory}: no .yaml, .yml or .json files")
+        view = cls((), config=config)
+        for path in files:
+            try:
+                documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+                raise InventoryError(f"{path}: {_one_line(exc)}") from None
+            for located in iter_objects(documents):
+                where = f"{path}: document {located.doc + 1}" + (
+                    f", item {located.item}" if located.item is not None else "")
+                if isinstance(located.obj, Mapping):
+                    view._add(located.obj, where=where)
+        return view
+
+    def _add(self, obj: Mapping[str, Any], *, where: str) -> None:
+        kind = obj.get("kind")
+        if kind not in KINDS:
+            return
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        name = str(meta.get("name") or "")
+        key = (str(meta.get("namespace") or "default"), name)
+        if kind == "ResourceSlice":
+            parsed, errors = parse_resource_slice(obj)
+            if parsed is None or errors:
+                raise InventoryError(f"{where or 'ResourceSlice ' + name}: {_errors(errors)}")
+            self.slices.append(parsed)
+        elif kind == "DeviceClass":
+            klass, errors = parse_device_class(obj)
+            if klass is None or errors:
+                raise InventoryError(f"{where or 'DeviceClass ' + name}: {_errors(errors)}")
+            self._classes[klass.name] = klass
+        elif kind == "ResourceClaim":
+            self.claims[key] = obj
+        elif kind == "ResourceClaimTemplate":
+            self.templates[key] = obj
+        elif name:
+            self.nodes[name] = obj
+
+    # ---- ClusterView -------------------------------------------------------------------------------------------
+    def pod_claims(self, pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any] | None]:
+        meta = pod.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        statuses = {s.get("name"): s.get("resourceClaimName")
+                    for s in (pod.get("status") or {}).get("resourceClaimStatuses") or () if isinstance(s, Mapping)}
+        out: dict[str, Mapping[str, Any] | None] = {}
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
+            if not isinstance(entry, Mapping):
+                continue
+            name = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
+            out[str(entry.get("name"))] = self.claims.get((namespace, str(name))) if name else None
+        return out
+
+    def template(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.templates.get((namespace, name))
+
+    def classes(self) -> Mapping[str, DeviceClass]:
+        return self._classes
+
+    def candidates(self) -> list[str]:
+        names = set(self.nodes) | {s.node_name for s in self.slices if s.node_name}
+        return sorted(names)
+
+    def node_state(self, name: str) -> NodeState | None:
+        state = self._states.get(name)
+        if state is not None:
+            return state
+        if name not in self.nodes and not any(s.node_name == name for s in self.slices):
+            return None
+        meta = self.nodes.get(name, {}).get("metadata") or {}
+        node = allocator.NodeInfo(name, meta.get("labels") or {})
+        pools = allocator.gather_pools(node, sorted(self.slices, key=lambda s: (s.driver, s.pool.name, s.name)))
+        if self._held is None:
+            self._held = frozenset(allocator.allocated_devices(self._parsed_claims()))
+        held = self._held
+        state = NodeState.build(config=self.config, pools=pools, is_held=held.__contains__,
+                                annotations=meta.get("annotations") or {})
+        self._states[name] = state
+        return state
+
+    def _parsed_claims(self) -> list[ResourceClaim]:
+        out = []
+        for obj in self.claims.values():
+            claim, _ = parse_resource_claim(obj)
+            if claim is not None:
+                out.append(claim)
+        return out
+
+
+def _errors(errors: list[Any]) -> str:
+    if not errors:
+        return "not a usable object"
+    head = f"{len(errors)} error{'s' if len(errors) > 1 else ''}: "
+    return head + "; ".join(str(e) for e in errors[:5])
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())

@@ -1,0 +1,318 @@
+"""From a Pod and a cluster view to one verdict per candidate node: resolve the pod's pending claims, run the
+allocator simulation on each node, score the pick. Pure apart from the view it is given.
+
+Which claims: ``pod.spec.resourceClaims`` in order. A claim found (``resourceClaimName``, or the name in
+``status.resourceClaimStatuses``, or the claim the resourceclaim controller created for the pod) and already
+allocated is skipped: its devices are fixed and kube-scheduler's own filter pins the node. A template claim
+that does not exist yet is predicted from its ResourceClaimTemplate (the claim will be created from it
+unchanged); a claim or template the view cannot see is left out, and said so in every reason.
+
+Caching: a verdict depends on the node's device state (its pools, labels, the devices other claims hold,
+the classes) and on the pending claims' specs. ``NodeState`` is that device state, rebuilt by the view when
+an event touches the node, and it keeps the verdicts it produced keyed by the claims' spec hash, the
+placement policy and the hard topology request. Claims are renamed to the pod's claim entry names before
+the simulation, so pods of one shape (one template) share every cached verdict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from gpuclaim.dra import allocator, cel
+from gpuclaim.dra.api import Device, DeviceClass, DeviceID, ResourceClaim, parse_resource_claim
+from gpuclaim.dra.config import ExtenderConfig
+
+from . import fragmentation as frag
+from . import groups, score
+from .topology import NVLINK, NodeTopology
+
+_MAX_VERDICTS_PER_NODE = 64
+
+
+@dataclass(eq=False)
+class NodeState:
+    """Everything about one node a verdict depends on; replaced (never mutated) when the node changes."""
+
+    pools: allocator.NodePools
+    held: frozenset[DeviceID]  # devices on this node other claims hold (adminAccess results excluded)
+    topology: NodeTopology
+    verdicts: dict[bytes, score.NodeVerdict] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.pools.node.name
+
+    @classmethod
+    def build(cls, *, config: ExtenderConfig, pools: allocator.NodePools, is_held: Callable[[DeviceID], bool],
+              annotations: Mapping[str, str] | None = None) -> NodeState:
+        devices = [(c.id, c.device) for c in pools.candidates]
+        held = frozenset(d for d, _ in devices if is_held(d))
+        return cls(pools=pools, held=held, topology=NodeTopology(config=config, devices=devices,
+                                                                  annotations=annotations))  # fmt: skip
+
+
+class ClusterView(Protocol):
+    verdict_groups: groups.GroupCache  # shared verdicts of nodes that look the same to a pod
+
+    def pod_claims(self, pod: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any] | None]: ...
+
+    def template(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+    def classes(self) -> Mapping[str, DeviceClass]: ...
+
+    def node_state(self, name: str) -> NodeState | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    claims: tuple[ResourceClaim, ...]  # pending claims, named after the pod's claim entries
+    key: bytes  # what verdicts are cached by
+    policy: frag.Policy
+    required: tuple[str, ...]  # hard topology sources (annotation)
+    notes: tuple[str, ...]  # claims left out and why
+
+    @property
+    def empty(self) -> bool:
+        return not self.claims
+
+
+class PodError(ValueError):
+    """The pod's claims cannot be read (bad spec, bad annotation); the message names the field."""
+
+
+def has_claims(pod: Mapping[str, Any]) -> bool:
+    """The fast path: no ``spec.resourceClaims`` means nothing to predict (no cache access)."""
+    spec = pod.get("spec")
+    return isinstance(spec, dict) and bool(spec.get("resourceClaims"))
+
+
+def check_pod(pod: Mapping[str, Any]) -> None:
+    """The Pod fields the extender reads have the types the API guarantees; PodError names the first that does not
+    (the cluster view's lookups assume them)."""
+
+    def obj(value: object, path: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise PodError(f"{path}: expected an object")
+        return value
+
+    def strings(value: Mapping[str, Any], keys: tuple[str, ...], path: str) -> None:
+        for key in keys:
+            if value.get(key) is not None and not isinstance(value[key], str):
+                raise PodError(f"{path}.{key}: expected a string")
+
+    def item(value: object, path: str) -> Mapping[str, Any]:
+        # list items may not be null, unlike optional fields
+        if not isinstance(value, Mapping):
+            raise PodError(f"{path}: expected an object")
+        return value
+
+    def array(value: object, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise PodError(f"{path}: expected an array")
+        return value
+
+    meta = obj(pod.get("metadata"), "metadata")
+    strings(meta, ("name", "namespace", "uid"), "metadata")
+    annotations = obj(meta.get("annotations"), "metadata.annotations")
+    for key, value in annotations.items():
+        if not isinstance(value, str):
+            raise PodError(f"metadata.annotations[{key}]: expected a string")
+    spec = obj(pod.get("spec"), "spec")
+    for i, entry in enumerate(array(spec.get("resourceClaims"), "spec.resourceClaims")):
+        path = f"spec.resourceClaims[{i}]"
+        strings(item(entry, path), ("name", "resourceClaimName", "resourceClaimTemplateName"), path)
+    status = obj(pod.get("status"), "status")
+    for i, entry in enumerate(array(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses")):
+        path = f"status.resourceClaimStatuses[{i}]"
+        strings(item(entry, path), ("name", "resourceClaimName"), path)
+
+
+def resolve(pod: Mapping[str, Any], view: ClusterView, config: ExtenderConfig,
+            parsed: dict[bytes, ResourceClaim] | None = None) -> PodRequest:
+    check_pod(pod)
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    annotations = meta.get("annotations") or {}
+    policy = annotations.get(config.policy_annotation, config.policy)
+    if policy not in ("binpack", "spread"):
+        raise PodError(f"metadata.annotations[{config.policy_annotation}]: must be binpack or spread, got {policy!r}")
+    required = _required(annotations.get(config.hard_topology_annotation), config)
+    entries = (pod.get("spec") or {}).get("resourceClaims") or []
+    found = view.pod_claims(pod)
+    claims: list[ResourceClaim] = []
+    key_parts: list[Any] = [policy, required]
+    notes: list[str] = []
+    for i, entry in enumerate(entries):
+        name = entry.get("name")
+        if not name:
+            raise PodError(f"spec.resourceClaims[{i}].name: required")
+        raw = found.get(name)
+        if raw is not None:
+            if ((raw.get("status") or {}).get("allocation")) is not None:
+                continue  # allocated: the devices are fixed
+            spec = (raw.get("spec") or {})
+        elif entry.get("resourceClaimName"):
+            notes.append(f"claim {name}: ResourceClaim {namespace}/{entry['resourceClaimName']} not found, left out")
+            continue
+        elif entry.get("resourceClaimTemplateName"):
+            template = view.template(namespace, entry["resourceClaimTemplateName"])
+            if template is None:
+                notes.append(f"claim {name}: ResourceClaimTemplate {namespace}/{entry['resourceClaimTemplateName']} "
+                             "not visible, left out")
+                continue
+            spec = ((template.get("spec") or {}).get("spec") or {})
+        else:
+            raise PodError(f"spec.resourceClaims[{i}]: one of resourceClaimName, resourceClaimTemplateName required")
+        body = orjson.dumps([name, spec], option=orjson.OPT_SORT_KEYS)
+        key_parts.append(body)
+        digest = hashlib.blake2b(body, digest_size=16).digest()
+        claim = parsed.get(digest) if parsed is not None else None
+        if claim is None:
+            claim, errors = parse_resource_claim(
+                {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+                 "spec": spec})  # fmt: skip
+            if claim is None or errors:
+                detail = "; ".join(str(e) for e in errors[:3]) or "not a claim spec"
+                raise PodError(f"claim {name}: {detail}")
+            if parsed is not None:
+                if len(parsed) > 4096:
+                    parsed.clear()
+                parsed[digest] = claim
+        claims.append(claim)
+    key = hashlib.blake2b(orjson.dumps(key_parts, default=repr), digest_size=16).digest()
+    return PodRequest(claims=tuple(claims), key=key, policy=policy, required=required, notes=tuple(notes))
+
+
+def _required(value: object, config: ExtenderConfig) -> tuple[str, ...]:
+    """The hard topology annotation: ``nvlink`` or configured attribute names (short names accepted),
+    comma-separated; the pick must lie inside one domain of each."""
+    if value is None or value == "":
+        return ()
+    known = {a.name: a.name for a in config.topology_attributes}
+    known.update({a.name.rsplit("/", 1)[-1]: a.name for a in config.topology_attributes})
+    known[NVLINK] = NVLINK
+    out = []
+    for part in str(value).split(","):
+        name = part.strip()
+        if name not in known:
+            raise PodError(f"metadata.annotations[{config.hard_topology_annotation}]: unknown topology {name!r}; "
+                           f"known: {', '.join(sorted(set(known.values())))}")
+        out.append(known[name])
+    return tuple(out)
+
+
+@dataclass(slots=True)
+class _Shared:
+    """Per call, built on the first cache miss: the selector chains and constraint names signatures need."""
+
+    cache: groups.GroupCache
+    chains: list[groups.Chain] | None = None
+    attributes: tuple[str, ...] = ()
+    ready: bool = False
+
+
+def node_verdict(state: NodeState, request: PodRequest, *, classes: Mapping[str, DeviceClass],
+                 config: ExtenderConfig, shared: _Shared | None = None) -> score.NodeVerdict:
+    """The verdict for one node: from the node state's cache when the same shape was asked before, else from a
+    node with the same signature (``groups``), else simulated."""
+    cached = state.verdicts.get(request.key)
+    if cached is not None:
+        return cached
+    sig = None
+    if shared is not None:
+        if not shared.ready:
+            shared.chains = groups.chains(request.claims, classes)
+            shared.attributes = groups.constraint_attributes(request.claims)
+            shared.ready = True
+        if shared.chains is not None:
+            sig = groups.signature(state, request.key, shared.chains, shared.attributes)
+        if sig is not None:
+            grouped = shared.cache.get(sig, state)
+            if grouped is not None:
+                _remember(state, request.key, grouped)
+                return grouped
+    result = _simulate(state, request, classes=classes, config=config)
+    if sig is not None and shared is not None:
+        shared.cache.put(sig, state, result)
+    _remember(state, request.key, result)
+    return result
+
+
+def _remember(state: NodeState, key: bytes, verdict: score.NodeVerdict) -> None:
+    if len(state.verdicts) >= _MAX_VERDICTS_PER_NODE:
+        state.verdicts.clear()
+    state.verdicts[key] = verdict
+
+
+def _simulate(state: NodeState, request: PodRequest, *, classes: Mapping[str, DeviceClass],
+              config: ExtenderConfig) -> score.NodeVerdict:
+    claims = request.claims
+    outcome = allocator.allocate_on(state.pools, claims, classes=classes, allocated=state.held)
+    if not outcome.ok:
+        result = score.unfit(state.name, outcome)
+    else:
+        picked = {r.id for c in outcome.claims for r in c.results if not r.admin_access}
+        all_ids = [c.id for c in state.pools.candidates]
+        fr = frag.fragmentation(policy=request.policy, matching=matching_devices(state, claims, classes),
+                                held=state.held, picked=picked, all_devices=all_ids, topology=state.topology)
+        result = score.verdict(node=state.name, claims=claims, outcome=outcome, topology=state.topology, frag=fr,
+                               policy=request.policy, weights=config.weights)  # fmt: skip
+    return result
+
+
+def matching_devices(state: NodeState, claims: Sequence[ResourceClaim],
+                     classes: Mapping[str, DeviceClass]) -> list[DeviceID]:
+    """Devices any alternative of the claims could take (class then request selectors; an error is no match)."""
+    chains: list[list[cel.CompiledSelector]] = []
+    for claim in claims:
+        for request in claim.spec.requests:
+            for alt in request.alternatives:
+                klass = classes.get(alt.device_class_name)
+                if klass is None:
+                    continue
+                try:
+                    chains.append([cel.compile_selector(s.expression, mode="stored")
+                                   for s in (*klass.selectors, *alt.selectors)])  # fmt: skip
+                except cel.CelCompileError:
+                    continue
+    out = []
+    for candidate in state.pools.candidates:
+        if candidate.on_node and any(_all_true(chain, candidate.device) for chain in chains):
+            out.append(candidate.id)
+    return out
+
+
+def _all_true(chain: Sequence[cel.CompiledSelector], device: Device) -> bool:
+    try:
+        return all(s.evaluate(device) for s in chain)
+    except cel.CelRuntimeError:
+        return False
+
+
+def predict(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
+            config: ExtenderConfig) -> list[score.NodeVerdict]:
+    """One verdict per name, in order; a node the view does not know is unfit with that reason."""
+    classes = view.classes()
+    node_state = view.node_state
+    key = pod_request.key
+    shared = _Shared(view.verdict_groups)
+    out = []
+    for name in names:  # the hot loop: 5,000 nodes per call, almost always two dict hits
+        state = node_state(name)
+        if state is None:
+            out.append(score.NodeVerdict(node=name, score=None, devices=(),
+                                         reason="no ResourceSlice or Node known for this node", strict={}))
+            continue
+        verdict = state.verdicts.get(key)
+        out.append(verdict if verdict is not None else node_verdict(state, pod_request, classes=classes,
+                                                                      config=config, shared=shared))
+    return out

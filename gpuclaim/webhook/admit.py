@@ -1,0 +1,374 @@
+"""From a decoded AdmissionReview request to the response: the one place that adapts to the cores.
+
+`Checks` is what the server calls (`mutate`, `validate`); `CoreChecks` (below, `core_checks()`) binds it to the
+conversion (issue 4, `webhook.convert`) and validation (issue 5, `webhook.validate`) cores; tests of the server
+alone pass small real stand-ins. `admit()` wraps a check
+with the server's rules: malformed request fields are denied with their paths, an exception or a time-out in a
+check is logged with the uid and answered per `webhook.internalErrorPolicy`, never raised to the HTTP layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import re
+import types
+from collections.abc import Coroutine, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Protocol, cast
+
+import orjson
+
+from gpuclaim.dra.config import Config
+from gpuclaim.dra.fieldpath import ErrorType, FieldError, Path, join_errors
+from gpuclaim.webhook import review
+
+Endpoint = Literal["mutate", "validate"]
+Result = Literal["allowed", "denied", "error"]
+log = logging.getLogger("gpuclaim.webhook")
+
+# the apiserver's default timeoutSeconds is 10 and the chart sets less: answer before it gives up on us
+DEFAULT_TIME_LIMIT = 8.0
+_REASON = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
+_NO_CLASSES: Mapping[str, Any] = MappingProxyType({})
+
+
+class CheckUnavailable(Exception):
+    """A check could not decide for a reason outside it (the API server is down or slow): answered per
+    `webhook.internalErrorPolicy` like an internal error, with this message and without a traceback."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A warning for the user; `reason` is a kebab-case label from a closed set (a metric label)."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a check decided. Non-empty `errors` means denied (status 422 Invalid unless `code` says else)."""
+
+    errors: tuple[FieldError, ...] = ()
+    code: int = 422
+    reason: str = "Invalid"
+    patch: tuple[Mapping[str, Any], ...] = ()
+    warnings: tuple[Notice, ...] = ()
+    audit_annotations: Mapping[str, str] = field(default_factory=dict)
+    converted: bool = False
+    templates_created: int = 0
+    #: `patch` already encoded by `review.encode_patch` (a check that reuses a patch encodes it once)
+    encoded_patch: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return not self.errors
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a check may read: the config and the cluster (both absent-able: the server runs without a cluster)."""
+
+    config: Config
+    cluster: Any = None  # kube.ClusterCache when a kubeconfig / in-cluster config is available
+    client: Any = None  # kube.KubeClient, for side effects (template creation); None without a cluster
+
+
+class Checks(Protocol):
+    async def mutate(self, request: review.Request, ctx: Context) -> Outcome: ...
+
+    async def validate(self, request: review.Request, ctx: Context) -> Outcome: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """What happened, for metrics and logs (never object contents)."""
+
+    endpoint: Endpoint
+    operation: str
+    result: Result
+    denial_reason: str | None = None
+    warning_reasons: tuple[str, ...] = ()
+    converted: bool = False
+    templates_created: int = 0
+    error: str | None = None
+
+
+@functools.lru_cache(maxsize=256)  # checks use a handful of reasons; the regex ran on every warning
+def warning_reason(reason: str) -> str:
+    """Keep metric labels bounded: anything that is not a short kebab-case token counts as `other`."""
+    return reason if _REASON.match(reason) else "other"
+
+
+def _denial_reason(errors: Sequence[FieldError]) -> str:
+    return str(errors[0].type) if errors else str(ErrorType.INTERNAL)
+
+
+def _internal(endpoint: Endpoint, request: review.Request, ctx: Context, what: str) -> tuple[review.Response, Record]:
+    policy = getattr(ctx.config.webhook.internal_error_policy, endpoint)
+    op = request.operation or "unknown"
+    if policy == "deny":
+        message = (f"gpuclaim could not {'check' if endpoint == 'validate' else 'convert'} this object: {what} "
+                   f"(request uid {request.uid}); retry, or ask the cluster admin to look at the gpuclaim logs")
+        response = review.Response(request.uid, False, review.Status(500, "InternalError", message))
+        return response, Record(endpoint, op, "error", denial_reason=str(ErrorType.INTERNAL), error=what)
+    text = (f"gpuclaim: {what}; the pod was admitted unchanged (request uid {request.uid})" if endpoint == "mutate"
+            else f"gpuclaim: {what}; the object was admitted without gpuclaim's checks (request uid {request.uid})")
+    response = review.Response(request.uid, True, warnings=(text,))
+    return response, Record(endpoint, op, "error", warning_reasons=("internal-error",), error=what)
+
+
+async def _within(coro: Coroutine[Any, Any, Outcome], time_limit: float) -> Outcome:
+    """`await coro` under `time_limit`, the timer armed only if the check has to wait.
+
+    A check that never awaits (a cached conversion, a validation) cannot be interrupted by a timer anyway, and
+    `asyncio.timeout` costs about 20 us per request (a timer handle, a heap push, its cancellation), as much as
+    the cached conversion itself. So the first step runs at once; only a check that waits (template creation,
+    an API call) continues under the timer.
+    """
+    try:
+        waiting = coro.send(None)
+    except StopIteration as done:
+        return cast(Outcome, done.value)
+    async with asyncio.timeout(time_limit):
+        return await _resume(coro, waiting)
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Outcome], waiting: Any) -> Generator[Any, Any, Outcome]:
+    """Continue a coroutine already started by hand, as `await` would: pass each future it waits on to the
+    task, and the task's answers (a value, or an exception such as the timer's cancellation) back into it."""
+    while True:
+        try:
+            sent = yield waiting
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # CancelledError from the timer, among others: the check gets to clean up
+            try:
+                waiting = coro.throw(exc)
+            except StopIteration as done:
+                return cast(Outcome, done.value)
+            continue
+        try:
+            waiting = coro.send(sent)
+        except StopIteration as done:
+            return cast(Outcome, done.value)
+
+
+async def admit(endpoint: Endpoint, request: review.Request, request_errors: Sequence[FieldError], *,
+                checks: Checks, ctx: Context, time_limit: float = DEFAULT_TIME_LIMIT
+                ) -> tuple[review.Response, Record]:
+    """Answer one decoded request. Never raises (except cancellation)."""
+    op = request.operation if request.operation in review.OPERATIONS else "unknown"
+    if request_errors:
+        # the review itself is malformed in a way we can answer: deny, naming the fields
+        status = review.Status(400, "BadRequest", join_errors(request_errors))
+        return (review.Response(request.uid, False, status),
+                Record(endpoint, op, "denied", denial_reason=_denial_reason(request_errors)))
+    check = checks.mutate if endpoint == "mutate" else checks.validate
+    try:
+        outcome = await _within(check(request, ctx), time_limit)
+    except CheckUnavailable as exc:
+        log.warning("admission check could not decide", extra={"uid": request.uid, "endpoint": endpoint,
+                                                              "reason": str(exc)})
+        return _internal(endpoint, request, ctx, str(exc))
+    except TimeoutError:
+        log.error("admission check timed out", extra={"uid": request.uid, "endpoint": endpoint,
+                                                      "time_limit_s": time_limit})
+        return _internal(endpoint, request, ctx, f"the check did not finish within {time_limit:g}s")
+    except Exception as exc:
+        # the traceback goes to the log (with the uid to find it); the user gets the kind of failure only
+        log.exception("admission check failed", extra={"uid": request.uid, "endpoint": endpoint})
+        return _internal(endpoint, request, ctx, f"internal error ({type(exc).__name__})")
+    warnings = tuple(n.message for n in outcome.warnings)
+    reasons = tuple(warning_reason(n.reason) for n in outcome.warnings)
+    if not outcome.allowed:
+        status = review.Status(outcome.code, outcome.reason, join_errors(outcome.errors))
+        response = review.Response(request.uid, False, status, warnings=warnings,
+                                   audit_annotations=outcome.audit_annotations)
+        return response, Record(endpoint, op, "denied", denial_reason=_denial_reason(outcome.errors),
+                                warning_reasons=reasons)
+    # the apiserver rejects a patch from a validating webhook: never send one from there
+    if endpoint == "mutate":
+        response = review.Response(request.uid, True, patch=outcome.patch, warnings=warnings,
+                                   audit_annotations=outcome.audit_annotations, encoded_patch=outcome.encoded_patch)
+    else:
+        response = review.Response(request.uid, True, warnings=warnings, audit_annotations=outcome.audit_annotations)
+    return response, Record(endpoint, op, "allowed", warning_reasons=reasons, converted=outcome.converted,
+                            templates_created=outcome.templates_created)
+
+
+# ---- the real cores ------------------------------------------------------------------------------------------
+
+
+class CoreChecks:
+    """Adapts the conversion and validation cores to `Checks`; the only code that knows their signatures.
+
+    Without a cluster (no kubeconfig, not in a pod) DeviceClasses cannot be looked up, so conversion runs as if
+    `conversion.requireClassesExist` were off, and templates cannot be created: a pod that would need one is
+    admitted unchanged with a warning (it would otherwise reference a template that does not exist).
+
+    The hot path (a pod of a shape seen before, its template in the cluster view at a version already found
+    equal) costs a key of the pod's relevant parts, a dict lookup and one cluster-view lookup per template: the
+    conversion comes from `webhook.convert.ConversionCache`, its encoded patch and template specs are computed
+    once per cache entry.
+    """
+
+    def __init__(self, *, own_namespace: str | None = None, cache_size: int = 4096) -> None:
+        from gpuclaim.webhook import convert, templates  # the cores cost import time: only for a server that uses them
+
+        self._templates = templates
+        self.own_namespace = own_namespace
+        self.conversions = convert.ConversionCache(cache_size)
+        self._offline_config: tuple[Any, Any] | None = None  # (config, the same with requireClassesExist off)
+        # (kind, namespace, name) -> (resourceVersion, spec) already compared equal by webhook.templates
+        self._verified: dict[tuple[str, str, str], Any] = {}
+        self._live: tuple[Any, Any] | None = None  # (the cluster view, its LiveInventory)
+
+    def _without_cluster(self, config: Any) -> Any:
+        """`conversion` with requireClassesExist off, one object per config (the conversion cache keys on it)."""
+        if self._offline_config is None or self._offline_config[0] is not config:
+            self._offline_config = (config, dataclasses.replace(config, require_classes_exist=False))
+        return self._offline_config[1]
+
+    def _known(self, cache: Any, namespace: str, specs: Sequence[tuple[str, str, bytes]]) -> bool:
+        """Every object is in the cluster view at a version already found equal to what this pod needs: the
+        common case (pods of one shape share a template), answered without comparing the specs again."""
+        verified = self._verified
+        for kind, name, spec in specs:
+            cached = cache.template(namespace, name) if kind == "ResourceClaimTemplate" else cache.claim(namespace,
+                                                                                                          name)
+            if cached is None:
+                return False
+            version = (cached.get("metadata") or {}).get("resourceVersion")
+            if verified.get((kind, namespace, name)) != (version, spec):
+                return False
+        return True
+
+    def _remember(self, cache: Any, namespace: str, specs: Sequence[tuple[str, str, bytes]]) -> None:
+        if len(self._verified) > 10_000:  # bounded: forget everything rather than grow with every namespace
+            self._verified.clear()
+        for kind, name, spec in specs:
+            cached = cache.template(namespace, name) if kind == "ResourceClaimTemplate" else cache.claim(namespace,
+                                                                                                          name)
+            if cached is not None:
+                self._verified[(kind, namespace, name)] = ((cached.get("metadata") or {}).get("resourceVersion"),
+                                                           spec)
+
+    async def mutate(self, request: review.Request, ctx: Context) -> Outcome:
+        templates = self._templates
+        if request.operation != "CREATE" or request.kind.kind != "Pod" or request.kind.group or request.sub_resource:
+            return Outcome()
+        if request.object is None:
+            return Outcome(errors=(FieldError.required(Path.root("request", "object"), "a Pod CREATE carries a pod"),))
+        conversion_config = ctx.config.conversion
+        cache = ctx.cluster
+        if cache is None:
+            conversion_config = self._without_cluster(conversion_config)
+            classes: Mapping[str, Any] = _NO_CLASSES
+            labels = None
+        elif not getattr(cache, "synced", True):
+            # before the first list the view knows no DeviceClass and no namespace label: "class missing" or
+            # "namespace not opted out" would be guesses. A pod with nothing to convert passes; one that would
+            # be converted is answered per internalErrorPolicy (fail closed: the client retries).
+            offline = self.conversions.lookup(request.object, config=self._without_cluster(conversion_config),
+                                              device_classes=_NO_CLASSES, namespace_labels=None,
+                                              namespace=request.namespace or None, own_namespace=self.own_namespace)
+            if offline.conversion.patch or offline.conversion.refusals:
+                raise CheckUnavailable("the cluster view has not finished its first list yet (DeviceClasses and "
+                                       "namespace labels are unknown); retry in a moment")
+            return Outcome(warnings=_Prepared.of(offline.conversion).notices)
+        else:
+            # parsed once by the cluster view; a new mapping only when a class changed (the conversion
+            # cache keys on its identity)
+            classes = cache.inventory.parsed_classes()
+            labels = cache.namespace_labels(request.namespace) if request.namespace else None
+        entry = self.conversions.lookup(request.object, config=conversion_config, device_classes=classes,
+                                        namespace_labels=labels, namespace=request.namespace or None,
+                                        own_namespace=self.own_namespace)
+        conversion = entry.conversion
+        prepared: _Prepared | None = entry.derived.get("webhook")
+        if prepared is None:
+            prepared = entry.derived["webhook"] = _Prepared.of(conversion)
+        notices = prepared.notices
+        if conversion.refusals:
+            return Outcome(errors=tuple(conversion.refusals), warnings=notices)
+        if not conversion.patch:
+            return Outcome(warnings=notices)
+        created = 0
+        if conversion.objects:
+            if ctx.client is None:
+                text = ("gpuclaim: this pod asks for GPUs it would convert to a ResourceClaimTemplate, but the webhook "
+                        "runs without cluster access and cannot create it; the pod was admitted unchanged")
+                return Outcome(warnings=(*notices, Notice("no-cluster", text)))
+            if self._known(cache, request.namespace, prepared.specs):
+                return prepared.converted
+            try:  # on dryRun this only compares with the cluster view: sideEffects NoneOnDryRun
+                made = await templates.create_objects(ctx.client, ctx.cluster, request.namespace, conversion,
+                                                      dry_run=request.dry_run,
+                                                      time_limit=min(2.0, ctx.config.cluster.api_timeout_seconds))
+            except templates.CreationError as exc:
+                if not exc.is_refusal:
+                    raise CheckUnavailable(exc.message) from None
+                return Outcome(errors=(FieldError.forbidden(Path.root("spec", "resourceClaims"), exc.message),),
+                               warnings=notices)
+            created = len(made.created)
+            if len(made.known) == len(conversion.objects):
+                self._remember(cache, request.namespace, prepared.specs)
+        return Outcome(patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices, converted=True,
+                       templates_created=created)
+
+    def _inventory(self, ctx: Context) -> Any:
+        from gpuclaim.webhook import validate
+
+        if ctx.cluster is None:
+            return validate.OfflineInventory()  # everything unknown: the cluster-dependent checks are skipped
+        if self._live is None or self._live[0] is not ctx.cluster:
+            from gpuclaim.webhook.validate.live import LiveInventory
+
+            # one per cluster view: it subscribes to the cache's events and parses each object once per change
+            self._live = (ctx.cluster, LiveInventory(ctx.cluster))
+        return self._live[1]
+
+    async def validate(self, request: review.Request, ctx: Context) -> Outcome:
+        from gpuclaim.webhook import validate
+
+        if request.object is None and request.operation in ("CREATE", "UPDATE"):
+            return Outcome(errors=(FieldError.required(Path.root("request", "object")),))
+        inventory = self._inventory(ctx)
+        verdict = validate.validate_object(request.object, operation=request.operation,
+                                           old_object=request.old_object, namespace=request.namespace or None,
+                                           inventory=inventory, config=ctx.config)
+        notices = tuple(Notice("validation", w) for w in verdict.warnings)
+        return Outcome(errors=tuple(verdict.denials), warnings=notices)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What the webhook derives from one (cached) conversion, once: its notices, the patch as a tuple and
+    encoded for the wire, and each object's (kind, name, canonical spec) for the cluster-view comparison."""
+
+    notices: tuple[Notice, ...]
+    patch: tuple[Mapping[str, Any], ...]
+    encoded_patch: str | None
+    specs: tuple[tuple[str, str, bytes], ...]
+    converted: Outcome  # the answer when every object is already in the cluster view (the steady state)
+
+    @classmethod
+    def of(cls, conversion: Any) -> _Prepared:
+        patch = tuple(conversion.patch)
+        specs = tuple((obj.get("kind", ""), obj["metadata"]["name"],
+                       orjson.dumps(obj.get("spec"), option=orjson.OPT_SORT_KEYS)) for obj in conversion.objects)
+        notices = tuple(Notice("conversion", w) for w in conversion.warnings)
+        encoded = review.encode_patch(patch) if patch else None
+        return cls(notices=notices, patch=patch, encoded_patch=encoded, specs=specs,
+                   converted=Outcome(patch=patch, encoded_patch=encoded, warnings=notices, converted=True))
+
+
+def core_checks(*, own_namespace: str | None = None) -> Checks:
+    return CoreChecks(own_namespace=own_namespace)

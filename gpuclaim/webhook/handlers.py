@@ -1,0 +1,141 @@
+"""HTTP glue only: read the body, decode, call `admit`, encode; count and log. No decisions here."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import hdrs, web
+
+from gpuclaim.webhook import admit, keys, review
+
+log = logging.getLogger("gpuclaim.webhook")
+_JSON = "application/json"
+_MAX_LOGGED_MESSAGE = 1000
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error(request: web.Request, endpoint: str, code: int, message: str, started: float) -> web.Response:
+    request.app[keys.METRICS].rejected(endpoint, code, time.perf_counter() - started)
+    log.info("admission request rejected", extra={"endpoint": endpoint, "code": code, "reason": message[:300]})
+    return web.Response(status=code, body=review.bad_request_body(code, message), content_type=_JSON)
+
+
+async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Response:
+    started = time.perf_counter()
+    app = request.app
+    raw_type = request.headers.get(hdrs.CONTENT_TYPE)
+    # the exact header kube-apiserver sends needs no parsing (aiohttp parses it anew for every request)
+    if raw_type and raw_type != _JSON and request.content_type != _JSON:
+        return _error(request, endpoint, 415, f"Content-Type {request.content_type!r}: expected {_JSON}", started)
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        limit = app[keys.STATE].context.config.webhook.max_body_bytes
+        return _error(request, endpoint, 413, f"request body larger than the limit of {limit} bytes "
+                      "(webhook.maxBodyBytes)", started)
+    try:
+        decoded, request_errors = review.decode(body)
+    except review.BadReview as exc:
+        return _error(request, endpoint, 400, f"not an AdmissionReview this webhook can answer: {exc}", started)
+    response, record = await admit.admit(endpoint, decoded, request_errors, checks=app[keys.CHECKS],
+                                         ctx=app[keys.STATE].context, time_limit=app[keys.TIME_LIMIT])
+    payload = review.encode(response)
+    elapsed = time.perf_counter() - started
+    app[keys.METRICS].observe(record, elapsed)
+    if record.result != "allowed" or log.isEnabledFor(logging.DEBUG):
+        _log(decoded, response, record, elapsed)
+    return web.Response(body=payload, content_type=_JSON)
+
+
+def _log(decoded: review.Request, response: review.Response, record: admit.Record, elapsed: float) -> None:
+    """One line per admission at debug; denials and errors at info. Identifiers only, never the object."""
+    fields: dict[str, Any] = {
+        # `name` and `msg` are LogRecord's own attributes: extra keys must not reuse them
+        "uid": decoded.uid, "endpoint": record.endpoint, "operation": record.operation, "kind": decoded.kind.kind,
+        "namespace": decoded.namespace, "object_name": decoded.name, "dry_run": decoded.dry_run,
+        "result": record.result, "warnings": len(response.warnings), "duration_ms": round(elapsed * 1000, 3),
+    }
+    if record.result == "allowed":
+        fields.update(patch_ops=len(response.patch or ()), converted=record.converted,
+                      templates_created=record.templates_created)
+        log.debug("admitted", extra=fields)
+    elif record.result == "denied":
+        assert response.status is not None
+        fields.update(reason=record.denial_reason, denial=response.status.message[:_MAX_LOGGED_MESSAGE])
+        log.info("denied", extra=fields)
+    else:
+        fields.update(error=record.error, allowed=response.allowed)
+        log.info("internal error answered per webhook.internalErrorPolicy", extra=fields)
+
+
+@web.middleware
+async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Track in-flight requests (for the grace period) and turn a bug in the HTTP glue into a 500 that still
+    carries a Status body, instead of aiohttp's bare 500."""
+    state = request.app[keys.STATE]
+    task = asyncio.current_task()
+    if task is not None:
+        state.in_flight.add(task)
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except Exception as exc:
+        log.exception("unexpected error answering a request", extra={"path": request.path})
+        body = review.bad_request_body(500, f"internal error in the gpuclaim webhook ({type(exc).__name__})")
+        return web.Response(status=500, body=body, content_type=_JSON)
+    finally:
+        if task is not None:
+            state.in_flight.discard(task)
+
+
+async def mutate(request: web.Request) -> web.Response:
+    return await _review(request, "mutate")
+
+
+async def validate(request: web.Request) -> web.Response:
+    return await _review(request, "validate")
+
+
+async def healthz(_request: web.Request) -> web.Response:
+    """The process is alive and its event loop answers; nothing else (a liveness probe must not flap)."""
+    return web.Response(text="ok\n")
+
+
+def readiness(app: web.Application) -> tuple[bool, dict[str, tuple[bool, str]]]:
+    """Ready = the certificate is loaded, the cluster view (when there is one) is synced and fresh, not stopping."""
+    state = app[keys.STATE]
+    reloader = app[keys.RELOADER]
+    checks: dict[str, tuple[bool, str]] = {}
+    if reloader is None:
+        checks["certs"] = (True, "not managed by this app")
+    else:
+        checks["certs"] = (True, "loaded") if reloader.loaded else (False, "no certificate loaded")
+    cache = state.context.cluster
+    if app[keys.KUBE] is None:
+        # a documented mode: conversion needs no cluster, so the server serves without one
+        checks["cluster"] = (True, "absent (no kubeconfig and not in a cluster): cluster lookups are skipped")
+    elif cache is None:
+        checks["cluster"] = (False, "starting")
+    else:
+        max_age = state.context.config.cluster.stale_after_seconds
+        if not cache.synced:
+            missing = sorted(k for k, r in cache.reflectors.items() if not r.synced.is_set())
+            checks["cluster"] = (False, "not synced: no initial list yet of " + ", ".join(missing))
+        elif stale := cache.stale_kinds(max_age):
+            checks["cluster"] = (False, f"stale: nothing heard for over {max_age:g}s about " + ", ".join(stale))
+        else:
+            checks["cluster"] = (True, "synced")
+    if state.stopping:
+        checks["shutdown"] = (False, "stopping: finishing in-flight requests")
+    return all(ok for ok, _ in checks.values()), checks
+
+
+async def readyz(request: web.Request) -> web.Response:
+    ready, checks = readiness(request.app)
+    lines = "".join(f"[{'+' if ok else '-'}] {name}: {text}\n" for name, (ok, text) in checks.items())
+    return web.Response(status=200 if ready else 503, text=("ok\n" if ready else "not ready\n") + lines)

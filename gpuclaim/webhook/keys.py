@@ -1,0 +1,38 @@
+"""Typed application keys: everything the webhook app shares lives on the app under one of these (no globals)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from gpuclaim.certs.files import CertReloader
+from gpuclaim.dra.config import Config
+from gpuclaim.webhook.admit import Checks, Context
+from gpuclaim.webhook.metrics import WebhookMetrics
+
+CONFIG = web.AppKey("gpuclaim.webhook.config", Config)
+REGISTRY = web.AppKey("gpuclaim.webhook.registry", CollectorRegistry)
+METRICS = web.AppKey("gpuclaim.webhook.metrics", WebhookMetrics)
+CHECKS = web.AppKey("gpuclaim.webhook.checks", Checks)
+# the TLS certificate's reloader; None when the caller serves its own context (readiness then skips certs)
+RELOADER = web.AppKey("gpuclaim.webhook.reloader", CertReloader | None)  # type: ignore[arg-type]
+# the kube ApiConfig to build the cluster view from; None: run without a cluster
+KUBE = web.AppKey("gpuclaim.webhook.kube", Any)
+TIME_LIMIT = web.AppKey("gpuclaim.webhook.time_limit", float)
+
+
+@dataclass(slots=True)
+class State:
+    """The app's mutable part, owned by the app: what checks see (the cluster view arrives at startup) and
+    whether SIGTERM came (/readyz then answers 503 while in-flight requests finish)."""
+
+    context: Context
+    stopping: bool = False
+    in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
+
+
+STATE = web.AppKey("gpuclaim.webhook.state", State)
