@@ -19,7 +19,7 @@ import yaml
 from gpuclaim.dra import cel
 from gpuclaim.dra.api.documents import flatten_documents
 from gpuclaim.dra.api.slices import Device, parse_resource_slice
-from gpuclaim.dra.cel.runtime import RuntimeDevice
+from gpuclaim.dra.cel.operators import RuntimeDevice
 from gpuclaim.dra.cel.values import Optional, TypeValue
 from gpuclaim.dra.fieldpath import join_errors
 from gpuclaim.exitstatus import ExitStatus, UsageError

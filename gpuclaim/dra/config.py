@@ -18,7 +18,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeGuard
 
 from gpuclaim.dra.api import names
 
@@ -338,8 +338,12 @@ def config_keys(cls: type = Config) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
-        out[_camel(f.name)] = config_keys(tp) if dataclasses.is_dataclass(tp) else _describe(tp)
+        out[_camel(f.name)] = config_keys(tp) if _is_dataclass_type(tp) else _describe(tp)
     return out
+
+
+def _is_dataclass_type(tp: object) -> TypeGuard[type]:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
 def _cross_checks(config: Config, issues: list[ConfigIssue]) -> None:
@@ -440,7 +444,7 @@ def _load_value(tp: Any, value: object, path: str, issues: list[ConfigIssue]) ->
             issues.append(ConfigIssue(path, f"expected a mapping, got {_typename(value)}"))
             return MappingProxyType({})
         return MappingProxyType({str(k): _load_value(args[1], v, f"{path}.{k}", issues) for k, v in value.items()})
-    if dataclasses.is_dataclass(tp):
+    if _is_dataclass_type(tp):
         return _load_dataclass(tp, value, path, issues)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -465,5 +469,5 @@ def _describe(tp: Any) -> Any:
         return list(args)
     if origin is tuple:
         inner = args[0]
-        return [config_keys(inner) if dataclasses.is_dataclass(inner) else _describe(inner)]
+        return [config_keys(inner) if _is_dataclass_type(inner) else _describe(inner)]
     return {bool: "bool", int: "int", float: "number", str: "string"}.get(tp, str(tp))

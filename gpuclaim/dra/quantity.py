@@ -70,7 +70,7 @@ class Quantity:
         else:
             other_value, other_format = Fraction(other), "DecimalExponent"
         # apimachinery keeps the receiver's format, except that a zero receiver takes the other's
-        fmt: Format = other_format if self.value == 0 else self.format  # type: ignore[assignment]
+        fmt: Format = other_format if self.value == 0 else self.format
         return Quantity(self.value + sign * other_value, fmt)
 
     def sign(self) -> int:

@@ -36,8 +36,8 @@ class Semver:
         if not self.pre or not other.pre:
             # a release ranks above its pre-releases
             return (not self.pre) - (not other.pre)
-        for a, b in zip(self.pre, other.pre, strict=False):
-            c = _compare_pre(a, b)
+        for x, y in zip(self.pre, other.pre, strict=False):
+            c = _compare_pre(x, y)
             if c:
                 return c
         return (len(self.pre) > len(other.pre)) - (len(self.pre) < len(other.pre))

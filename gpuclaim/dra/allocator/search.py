@@ -308,6 +308,7 @@ def allocate_on(
     except RecursionError:  # one frame per picked device: only pods with hundreds of devices get here
         assert search is not None
         return AllocationOutcome(status="budget", error="search budget exhausted (recursion depth)", steps=search.steps)
+    assert search is not None  # _MaxSize comes only from inside the search
     if not done:
         return AllocationOutcome(status="unsatisfiable", steps=search.steps)
     out = []

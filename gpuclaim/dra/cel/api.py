@@ -19,7 +19,8 @@ from gpuclaim.dra.cel import ast, cost, parser, reads, regex
 from gpuclaim.dra.cel import types as t
 from gpuclaim.dra.cel.checker import check
 from gpuclaim.dra.cel.errors import CelCompileError, CelRuntimeError, error_at
-from gpuclaim.dra.cel.runtime import BUDGET, RuntimeDevice, compile_checked
+from gpuclaim.dra.cel.operators import RuntimeDevice
+from gpuclaim.dra.cel.runtime import BUDGET, compile_checked
 from gpuclaim.dra.cel.values import DomainMap, type_name
 from gpuclaim.dra.quantity import Quantity
 from gpuclaim.dra.semver import Semver
@@ -225,7 +226,7 @@ def _check_regexes(text: str, e: ast.Expr) -> None:
         pattern = e.args[-1] if e.target is None and e.function == "matches" else (e.args[0] if e.args else None)
         if isinstance(pattern, ast.Const) and pattern.kind == "string":
             try:
-                regex.compile_re2(pattern.value)  # type: ignore[arg-type]
+                regex.compile_re2(pattern.value)
             except Exception:
                 raise error_at(text, pattern.pos, f"invalid {e.function} argument") from None
     for child in ast.children(e):
@@ -318,7 +319,7 @@ def match_devices(selectors: Sequence[CompiledSelector], devices: Iterable[Devic
             result = check_one(device)
             if result is True:
                 continue
-            outcome = no[i] if result is False else Outcome(False, result.message, i)  # type: ignore[union-attr]
+            outcome = no[i] if result is False else Outcome(False, result.message, i)
             break
         chain[id(device)] = (device, outcome)
         out[n] = outcome

@@ -11,6 +11,7 @@ from itertools import count
 from typing import TypeAlias
 
 _ids = count(1)
+_field = field
 
 
 def _next_id() -> int:
@@ -38,7 +39,7 @@ class Select:
     field: str
     pos: int
     test_only: bool = False  # has(operand.field)
-    id: int = field(default_factory=_next_id)
+    id: int = _field(default_factory=_next_id)  # `field` is the attribute above in this class body
 
 
 @dataclass(eq=False, slots=True)

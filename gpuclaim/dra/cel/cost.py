@@ -121,7 +121,7 @@ def estimate(checked: Checked) -> R:
 class _Coster:
     def __init__(self, checked: Checked) -> None:
         self.c = checked
-        self.paths: dict[int, list[str]] = {}
+        self.paths: dict[int, list[str] | None] = {}
         self.sizes: dict[int, R] = {}
         self.entries: dict[int, tuple[str, R, R]] = {}
         self.locals: dict[str, list[_Var]] = {}
@@ -185,7 +185,7 @@ class _Coster:
                 return ZERO
             case ast.Ident():
                 var = self.locals.get(e.name)
-                self.paths[e.id] = var[-1].path if var else [e.name]  # type: ignore[assignment]
+                self.paths[e.id] = var[-1].path if var else [e.name]
                 return ONE
             case ast.Select():
                 if e.test_only:
@@ -194,7 +194,7 @@ class _Coster:
                 if self.type(e.operand).name in ("map", "kubernetes.DRADevice") or self.type(e.operand).is_param:
                     total = total + ONE
                 base = self.path(e.operand)
-                self.paths[e.id] = (base or []) + [e.field] if base is not None else None  # type: ignore[assignment]
+                self.paths[e.id] = (base or []) + [e.field] if base is not None else None
                 return total
             case ast.ListExpr():
                 total, item = ZERO, R(U64, 0) if e.elements else ZERO
@@ -357,7 +357,7 @@ class _Coster:
     @staticmethod
     def _int_literal(e: ast.Expr, default: int) -> int:
         if isinstance(e, ast.Const) and e.kind == "int":
-            return max(int(e.value), 0)  # type: ignore[call-overload]
+            return max(int(e.value), 0)  # type: ignore[call-overload, no-any-return]
         return default
 
     def kubernetes_cost(self, e: ast.Call, oid: str) -> tuple[R, R | None] | None:

@@ -11,7 +11,8 @@ from urllib.parse import urlsplit
 from celpy.celtypes import UintType
 
 from gpuclaim.dra.cel import regex
-from gpuclaim.dra.cel.stdlib import FUNCS, _int, _str, impl
+from gpuclaim.dra.cel.stdlib import FUNCS as FUNCS  # the table with this library registered
+from gpuclaim.dra.cel.stdlib import _int, _str, impl
 from gpuclaim.dra.cel.values import NONE, Optional, check_int, compare, equals, fail, no_overload
 from gpuclaim.dra.quantity import Quantity, QuantityError, is_quantity, parse_quantity
 from gpuclaim.dra.semver import Semver, SemverError, is_semver, parse_semver
@@ -21,7 +22,7 @@ from gpuclaim.dra.semver import Semver, SemverError, is_semver, parse_semver
 def _q(v: object) -> Quantity:
     if type(v) is not Quantity:
         no_overload()
-    return v  # type: ignore[return-value]
+    return v
 
 
 @impl("quantity", member=False)
@@ -37,8 +38,10 @@ FUNCS[("sign", False)] = lambda q: _q(q).sign()
 
 
 def _qs_compare(a: object, b: object) -> int:
-    if (type(a) is Quantity and type(b) is Quantity) or (type(a) is Semver and type(b) is Semver):
-        return a.compare(b)  # type: ignore[union-attr,arg-type]
+    if type(a) is Quantity and type(b) is Quantity:
+        return a.compare(b)
+    if type(a) is Semver and type(b) is Semver:
+        return a.compare(b)
     no_overload()
 
 
@@ -50,7 +53,7 @@ FUNCS[("isLessThan", True)] = lambda a, b: _qs_compare(a, b) < 0
 def _arith(q: object, other: object, sign: int) -> Quantity:
     if type(other) is not Quantity:
         other = _int(other)
-    return _q(q).add(other) if sign > 0 else _q(q).sub(other)  # type: ignore[arg-type]
+    return _q(q).add(other) if sign > 0 else _q(q).sub(other)
 
 
 FUNCS[("add", True)] = lambda q, o: _arith(q, o, 1)
@@ -73,7 +76,7 @@ FUNCS[("asApproximateFloat", True)] = lambda q: _q(q).as_approximate_float()
 def _sv(v: object) -> Semver:
     if type(v) is not Semver:
         no_overload()
-    return v  # type: ignore[return-value]
+    return v
 
 
 @impl("semver", member=False)
@@ -81,7 +84,7 @@ def _semver(s: object, normalize: object = False) -> Semver:
     if type(normalize) is not bool:
         no_overload()
     try:
-        return parse_semver(_str(s), normalize=normalize)  # type: ignore[arg-type]
+        return parse_semver(_str(s), normalize=normalize)
     except SemverError as exc:
         fail(str(exc))
 
@@ -344,7 +347,7 @@ def _range(n: object) -> list[int]:
 def _opt(v: object) -> Optional:
     if type(v) is not Optional:
         no_overload()
-    return v  # type: ignore[return-value]
+    return v
 
 
 def _zero(v: object) -> bool:

@@ -99,7 +99,7 @@ RELATIONAL: dict[str, Callable[[int], bool]] = {
 def as_bool(v: Any) -> bool:
     if type(v) is not bool:
         no_overload()
-    return v  # type: ignore[no-any-return]
+    return v
 
 
 def select(v: Any, field: str) -> Any:

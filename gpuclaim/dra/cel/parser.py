@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import lark
 from celpy import evaluation as _celpy_eval
@@ -94,7 +95,7 @@ class _Builder:
         return error_at(self.text, pos, message)
 
     # -- tree walking -------------------------------------------------------------------------------
-    def expr(self, t: lark.Tree) -> ast.Expr:
+    def expr(self, t: lark.Tree[Any]) -> ast.Expr:
         kids = [c for c in t.children]
         name = t.data
         if name in ("expr",):
@@ -169,6 +170,7 @@ class _Builder:
                     entries = [(self.expr(items[i]), self.expr(items[i + 1])) for i in range(0, len(items), 2)]
             return ast.MapExpr(entries, _tok_pos(kids[0]))
         if name == "literal":
+            assert isinstance(kids[0], lark.Token)  # the grammar's literal rule holds one token
             return self.literal(kids[0])
         raise self.fail(_tree_pos(t), f"unsupported syntax {name}")  # pragma: no cover
 
@@ -239,6 +241,8 @@ class _Builder:
             return ast.Ident(acc, pos)
 
         t, f = ast.Const(True, "bool", pos), ast.Const(False, "bool", pos)
+        init: ast.Expr
+        cond: ast.Expr
         if fn == "all":
             init, cond = t, ast.Call("@not_strictly_false", [ident()], pos)
             step: ast.Expr = ast.Call("_&&_", [ident(), args[1]], pos)
@@ -270,6 +274,6 @@ def _tok_pos(tok: object) -> int:
     return 0  # pragma: no cover
 
 
-def _tree_pos(t: lark.Tree) -> int:
+def _tree_pos(t: lark.Tree[Any]) -> int:
     return getattr(t.meta, "start_pos", 0) or 0
 

@@ -74,7 +74,7 @@ class _Compiler:
     def node(self, e: ast.Expr) -> Fn:
         match e:
             case ast.Const():
-                v = UintType(e.value) if e.kind == "uint" else e.value  # type: ignore[arg-type]
+                v = UintType(e.value) if e.kind == "uint" else e.value
                 return lambda env: v
             case ast.Ident():
                 name = e.name

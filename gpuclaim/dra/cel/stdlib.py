@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from celpy.celtypes import UintType
 
@@ -27,10 +27,11 @@ from gpuclaim.dra.cel.values import (
 
 Impl = Callable[..., Any]
 FUNCS: dict[tuple[str, bool], Impl] = {}
+_F = TypeVar("_F", bound=Impl)
 
 
-def impl(name: str, *, member: bool) -> Callable[[Impl], Impl]:
-    def register(fn: Impl) -> Impl:
+def impl(name: str, *, member: bool) -> Callable[[_F], _F]:
+    def register(fn: _F) -> _F:
         FUNCS[(name, member)] = fn
         return fn
 
@@ -40,13 +41,13 @@ def impl(name: str, *, member: bool) -> Callable[[Impl], Impl]:
 def _str(v: object) -> str:
     if type(v) is not str:
         no_overload()
-    return v  # type: ignore[return-value]
+    return v
 
 
 def _int(v: object) -> int:
     if type(v) is not int:
         no_overload()
-    return v  # type: ignore[return-value]
+    return v
 
 
 # -- size, string predicates ---------------------------------------------------------------------------
@@ -84,20 +85,19 @@ FUNCS[("matches", True)] = FUNCS[("matches", False)] = _matches
 # -- conversions --------------------------------------------------------------------------------------
 @impl("int", member=False)
 def to_int(v: object) -> int:
-    t = type(v)
-    if t is int:
-        return v  # type: ignore[return-value]
-    if t is UintType:
-        if v > INT64_MAX:  # type: ignore[operator]
+    if type(v) is int:
+        return v
+    if type(v) is UintType:
+        if v > INT64_MAX:
             fail("integer overflow")
-        return int(v)  # type: ignore[call-overload]
-    if t is float:
-        if math.isnan(v) or not -9.223372036854775e18 <= v < 9.223372036854775807e18:  # type: ignore[arg-type]
+        return int(v)
+    if type(v) is float:
+        if math.isnan(v) or not -9.223372036854775e18 <= v < 9.223372036854775807e18:
             fail("integer overflow")
-        return int(v)  # type: ignore[call-overload]
-    if t is str:
+        return int(v)
+    if type(v) is str:
         try:
-            return check_int(int(v, 10))  # type: ignore[call-overload]
+            return check_int(int(v, 10))
         except ValueError:
             fail(f"cannot convert '{v}' to int")
     no_overload()
@@ -105,18 +105,17 @@ def to_int(v: object) -> int:
 
 @impl("uint", member=False)
 def to_uint(v: object) -> UintType:
-    t = type(v)
-    if t is int or t is UintType:
-        if not 0 <= v <= UINT64_MAX:  # type: ignore[operator]
+    if type(v) is int or type(v) is UintType:
+        if not 0 <= v <= UINT64_MAX:
             fail("unsigned integer overflow")
-        return UintType(v)  # type: ignore[arg-type]
-    if t is float:
-        if math.isnan(v) or not 0 <= v < 1.8446744073709552e19:  # type: ignore[arg-type]
+        return UintType(v)
+    if type(v) is float:
+        if math.isnan(v) or not 0 <= v < 1.8446744073709552e19:
             fail("unsigned integer overflow")
-        return UintType(int(v))  # type: ignore[call-overload]
-    if t is str:
+        return UintType(int(v))
+    if type(v) is str:
         try:
-            n = int(v, 10)  # type: ignore[call-overload]
+            n = int(v, 10)
         except ValueError:
             fail(f"cannot convert '{v}' to uint")
         return to_uint(n)
@@ -149,9 +148,9 @@ def to_string(v: object) -> str:
         return str(int(v))  # type: ignore[call-overload]
     if t is float:
         return format_double(v)  # type: ignore[arg-type]
-    if t is bytes:
+    if type(v) is bytes:
         try:
-            return v.decode("utf-8")  # type: ignore[union-attr]
+            return v.decode("utf-8")
         except UnicodeDecodeError:
             fail("invalid UTF-8 in bytes, cannot convert to string")
     if t is TypeValue:
@@ -164,7 +163,7 @@ def to_string(v: object) -> str:
 @impl("bool", member=False)
 def to_bool(v: object) -> bool:
     if type(v) is bool:
-        return v  # type: ignore[return-value]
+        return v
     if type(v) is str:
         if v in ("1", "t", "T", "TRUE", "true", "True"):
             return True
@@ -177,7 +176,7 @@ def to_bool(v: object) -> bool:
 @impl("bytes", member=False)
 def to_bytes(v: object) -> bytes:
     if type(v) is bytes:
-        return v  # type: ignore[return-value]
+        return v
     return _str(v).encode("utf-8")
 
 
@@ -342,9 +341,9 @@ def _format_one(verb: str, arg: object, prec: int | None) -> str:
     if verb in "xXob":
         if t in (int, UintType):
             return format(int(arg), verb)  # type: ignore[call-overload]
-        if t in (str, bytes) and verb in "xX":
-            raw = arg.encode() if t is str else arg  # type: ignore[union-attr]
-            return raw.hex() if verb == "x" else raw.hex().upper()  # type: ignore[union-attr]
+        if type(arg) in (str, bytes) and verb in "xX":
+            raw = arg.encode() if isinstance(arg, str) else cast(bytes, arg)
+            return raw.hex() if verb == "x" else raw.hex().upper()
         fail("error during formatting: only integers, byte buffers, and strings can be formatted as hex")
     fail(f"could not parse formatting clause: unrecognized formatting clause \"{verb}\"")
 

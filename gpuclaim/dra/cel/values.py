@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from celpy.celtypes import UintType
 
@@ -120,7 +120,8 @@ def equals(a: object, b: object) -> bool:
     if ta is not tb and not both_maps and not (isinstance(a, list | tuple) and isinstance(b, list | tuple)):
         return False
     if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(equals(x, y) for x, y in zip(a, b, strict=False))  # type: ignore[arg-type]
+        other_items = cast("list[Any] | tuple[Any, ...]", b)  # same type as a, or both sequences (checked above)
+        return len(a) == len(other_items) and all(equals(x, y) for x, y in zip(a, other_items, strict=False))
     if isinstance(a, Mapping):
         if len(a) != len(b):  # type: ignore[arg-type]
             return False
@@ -129,8 +130,8 @@ def equals(a: object, b: object) -> bool:
             if not found or not equals(v, other):
                 return False
         return True
-    if ta is Optional:
-        return a.present == b.present and (not a.present or equals(a.value, b.value))  # type: ignore[union-attr]
+    if type(a) is Optional and type(b) is Optional:
+        return a.present == b.present and (not a.present or equals(a.value, b.value))
     return a == b
 
 
@@ -161,9 +162,9 @@ def compare(a: object, b: object) -> int:
     if ta in _NUMERIC and tb in _NUMERIC:
         if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):  # type: ignore[arg-type]
             no_overload()  # CEL: NaN is unordered; cel-go's comparisons then yield false, handled by callers
-        return (a > b) - (a < b)  # type: ignore[operator]
+        return (a > b) - (a < b)  # type: ignore[operator, no-any-return]
     if ta is tb and ta in (str, bytes, bool):
-        return (a > b) - (a < b)  # type: ignore[operator]
+        return (a > b) - (a < b)  # type: ignore[operator, no-any-return]
     no_overload()
 
 
