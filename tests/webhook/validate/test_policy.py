@@ -41,6 +41,32 @@ def test_admin_access_with_the_label_is_allowed_and_the_check_can_be_turned_off(
     assert _check(_admin_template(), {"ops": {}}, validation={"adminAccess": "off"}).allowed
 
 
+def test_admin_access_in_a_namespace_that_does_not_exist_is_forbidden() -> None:
+    # namespaces_complete (the default): a namespace absent from the inventory does not exist; it has no label
+    verdict = _check(_admin_template("ghost"), {"ops": {"resource.kubernetes.io/admin-access": "true"}})
+    assert o.paths(verdict.denials) == [(ADMIN_PATH, "FieldValueForbidden")]
+    assert "(namespace 'ghost' does not exist)" in verdict.message
+
+
+def test_every_admin_access_request_of_a_claim_is_forbidden_not_only_the_first() -> None:
+    claim = o.claim(o.request("a", allocationMode="All", adminAccess=True), o.request("b"),
+                    o.request("c", allocationMode="All", adminAccess=True), namespace="ops")
+    verdict = _check(claim, {"ops": {}})
+    assert o.paths(verdict.denials) == [("spec.devices.requests[0].exactly.adminAccess", "FieldValueForbidden"),
+                                        ("spec.devices.requests[2].exactly.adminAccess", "FieldValueForbidden")]
+
+
+def test_admin_access_is_checked_again_on_an_update_that_keeps_the_spec() -> None:
+    # the label may have been removed since the claim was created: the namespace rule is the one check an
+    # UPDATE that keeps the (immutable) spec still gets
+    claim = o.claim(o.request("gpu", allocationMode="All", adminAccess=True), namespace="ops")
+    relabelled = {**claim, "metadata": {**claim["metadata"], "labels": {"a": "b"}}}
+    verdict = _check(relabelled, {"ops": {}}, operation="UPDATE", old_object=claim)
+    assert o.paths(verdict.denials) == [("spec.devices.requests[0].exactly.adminAccess", "FieldValueForbidden")]
+    assert _check(relabelled, {"ops": {"resource.kubernetes.io/admin-access": "true"}}, operation="UPDATE",
+                  old_object=claim).allowed
+
+
 def test_a_pod_still_asking_for_a_mapped_legacy_resource_follows_the_pod_policy() -> None:
     spec = {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1, "cpu": 1}}}]}
     assert _check(o.pod(spec)).allowed  # podPolicy off by default
