@@ -14,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuclaim.dra.config import load_config
-from gpuclaim.extender import predict
+from gpuclaim.dra import api
+from gpuclaim.extender import predict, score
 from gpuclaim.extender.offline import OfflineView
+from gpuclaim.extender.topology import NodeTopology
 
 from . import fleet
 
@@ -280,3 +282,20 @@ def test_mi300x_four_gpus_prefer_one_numa_node_with_the_drivers_numa_attribute_c
     assert verdicts["split"].strict["gpu.amd.com/numaNode"] is True
     assert verdicts["mixed"].strict["gpu.amd.com/numaNode"] is False
     assert verdicts["split"].score > verdicts["mixed"].score  # type: ignore[operator]
+
+
+def test_group_localities_are_pooled_weighted_by_their_device_pairs() -> None:
+    # a 2-GPU group on one root (1 pair, locality 1) and a 4-GPU group with every GPU on its own root and
+    # NUMA node (6 pairs, locality 0): pooled by pairs 1/7, not the plain mean 1/2 of the two groups
+    slice_, errors = api.parse_resource_slice(fleet.node_slice("n", [
+        fleet.gpu("g0", root="r0", numa=0, product="X"), fleet.gpu("g1", root="r0", numa=0, product="X"),
+        *(fleet.gpu(f"g{i}", root=f"r{i}", numa=i, product="X") for i in range(2, 6))]))
+    assert slice_ is not None and not errors
+    topology = NodeTopology(config=CONFIG, devices=[(d.id, d) for d in slice_.devices])
+    ids = [d.id for d in slice_.devices]
+    pair, quad = ids[:2], ids[2:]
+    value, strict, found = score.pooled_locality(topology, [pair, quad])
+    assert [loc.value for loc in found] == [1.0, 0.0]
+    assert value == pytest.approx(1 / 7)
+    assert strict["resource.kubernetes.io/pcieRoot"] is False  # the quad straddles roots
+    assert score.pooled_locality(topology, [quad, quad[:1]])[0] == 0.0  # a single device is no group
