@@ -1,7 +1,7 @@
 """The narrow slice of kube-apiserver that certificate management needs.
 
-`kube/` provides the real implementation; tests use an in-memory one with the same semantics
-(409 on create of an existing name, 409 on update with a stale resourceVersion).
+`kube/` provides the implementation (`certs.kubeapi`); the tests run it against the API double, which
+answers 409 on create of an existing name and 409 on update with a stale resourceVersion, as kube-apiserver does.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuclaim.dra.config import load_config
 from gpuclaim.dra import api
+from gpuclaim.dra.config import load_config
 from gpuclaim.extender import predict, score
 from gpuclaim.extender.offline import OfflineView
 from gpuclaim.extender.topology import NodeTopology
