@@ -1,7 +1,7 @@
 """dra.semver: blang/semver v4 parsing and precedence, the CEL library's normalize mode."""
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from gpuclaim.dra.semver import Semver, SemverError, is_semver, parse_semver
@@ -76,11 +76,64 @@ def test_round_trip(major: int, minor: int, patch: int) -> None:
     assert str(v) == f"{major}.{minor}.{patch}"
 
 
-@given(st.text(max_size=16))
+_NUMERIC = st.integers(0, 10**9).map(str)
+_ALNUM_ID = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-", min_size=1, max_size=8).map(
+    lambda t: "x" + t if t.isdigit() else t)  # an all-digit identifier is numeric (no leading zeroes): _NUMERIC
+_PRE = st.lists(st.one_of(_NUMERIC, _ALNUM_ID), max_size=4)
+_BUILD = st.lists(st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-", min_size=1, max_size=8),
+                  max_size=3)
+
+
+@st.composite
+def semvers(draw: st.DrawFn) -> tuple[str, tuple[int, int, int], list[str], list[str]]:
+    """A valid semver text built from its parts (random text almost never is one), and the parts."""
+    core = (draw(_NUMERIC.map(int)), draw(_NUMERIC.map(int)), draw(_NUMERIC.map(int)))
+    pre, build = draw(_PRE), draw(_BUILD)
+    text = ".".join(map(str, core)) + ("-" + ".".join(pre) if pre else "") + ("+" + ".".join(build) if build else "")
+    return text, core, pre, build
+
+
+@given(semvers())
+def test_every_valid_semver_parses_to_its_parts_and_prints_back(case: tuple) -> None:
+    text, core, pre, build = case
+    event("pre-release" if pre else "release")
+    event("build metadata" if build else "no build metadata")
+    for normalize in (False, True):  # normalize mode leaves a strict semver as it is
+        v = parse_semver(text, normalize=normalize)
+        assert (v.major, v.minor, v.patch) == core
+        assert v.pre == tuple(int(p) if p.isdigit() else p for p in pre)
+        assert v.build == tuple(build)
+        assert str(v) == text
+        assert parse_semver(str(v)) == v
+
+
+@given(semvers(), st.booleans(), st.integers(0, 2), st.integers(1, 3))
+def test_normalize_mode_accepts_a_leading_v_leading_zeroes_and_missing_parts(
+    case: tuple, v_prefix: bool, zeroes: int, kept: int
+) -> None:
+    text, core, _, build = case
+    numbers = [("0" * zeroes) + str(n) for n in core[:kept]]
+    suffix = text[len(".".join(map(str, core))):]
+    loose = ("v" if v_prefix else "") + ".".join(numbers) + suffix
+    event(f"{kept} of 3 numbers")
+    expected = Semver(*(list(core[:kept]) + [0] * (3 - kept)), pre=parse_semver(text).pre, build=tuple(build))
+    assert parse_semver(loose, normalize=True) == expected
+    if v_prefix or zeroes or kept < 3:
+        assert not is_semver(loose)  # strict mode refuses each of these liberties
+
+
+@given(st.one_of(st.text(max_size=16), semvers().map(lambda c: c[0]),
+                 st.tuples(semvers().map(lambda c: c[0]), st.integers(0, 40), st.characters()).map(
+                     lambda t: t[0][: t[1]] + t[2] + t[0][t[1]:])))
 def test_arbitrary_text_parses_or_raises_semver_error(text: str) -> None:
+    # random text, valid semvers, and valid semvers with one character inserted: both outcomes are reached
+    outcomes = []
     for normalize in (False, True):
         try:
             v = parse_semver(text, normalize=normalize)
         except SemverError:
+            outcomes.append("refused")
             continue
+        outcomes.append("parsed")
         assert parse_semver(str(v)) == v
+    event("strict: " + outcomes[0])

@@ -136,10 +136,17 @@ def test_no_process_is_left_behind(demo: dict[str, Any]) -> None:
     assert _processes_mentioning(str(demo["workdir"])) == []
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_an_interrupted_demo_stops_every_process_it_started(tmp_path: Path) -> None:
     workdir = tmp_path / "interrupted"
+    # Ctrl-C as a terminal delivers it: a child inherits an ignored SIGINT across exec (pytest under nohup, CI
+    # runners, `trap '' INT`), and Python then never raises KeyboardInterrupt, so restore the default first
     demo = subprocess.Popen([sys.executable, "-m", "gpuclaim", "demo", "--workdir", str(workdir)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
+                            preexec_fn=_sigint_default)
     try:
         # wait for the processes themselves, not their log files: the demo opens a log before the child
         # has exec'd, so a scan right then can miss it

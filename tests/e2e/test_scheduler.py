@@ -4,6 +4,8 @@ JSON and kube-scheduler's score arithmetic, ignorable failures, unschedulable re
 from __future__ import annotations
 
 import asyncio
+import base64
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,7 +13,7 @@ import kubernetes_validate
 import pytest
 from e2e_fleet import P4D, P5_A, P5_B, claim_pod, gpu_request, load_fleet, template
 from e2e_servers import Cluster, TlsServer
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from gpuclaim.double.controllers import ResourceClaimController
@@ -202,16 +204,54 @@ def test_extender_configuration_errors_name_the_field() -> None:
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
                     max_leaves=8)
-KEYS = st.sampled_from(["urlPrefix", "filterVerb", "prioritizeVerb", "weight", "nodeCacheCapable", "ignorable",
-                        "enableHTTPS", "tlsConfig", "httpTimeout", "managedResources"])
+_TRUTHY_NOT_STRING = st.integers(min_value=1) | st.lists(JSON, min_size=1, max_size=2) | st.just(True)
+_SET_NOT_STRING = st.booleans() | st.integers() | st.floats(allow_nan=False) | st.lists(JSON, max_size=2)
+_NOT_STRING = st.none() | _SET_NOT_STRING
+# Each field of an extenders[] entry: values kube-scheduler accepts, and values it refuses for that field.
+VALID: dict[str, st.SearchStrategy[Any]] = {
+    "urlPrefix": st.text(min_size=1, max_size=12).map(lambda t: f"https://{t}"),
+    "filterVerb": st.text(max_size=8),
+    "prioritizeVerb": st.text(max_size=8),
+    "weight": st.integers(1, 10**6),
+    "nodeCacheCapable": st.booleans(),
+    "ignorable": st.booleans(),
+    "enableHTTPS": st.booleans(),
+    "tlsConfig": st.fixed_dictionaries({}, optional={"insecure": st.booleans(), "serverName": st.text(max_size=8),
+                                                     "caData": st.binary(max_size=12).map(
+                                                         lambda b: base64.b64encode(b).decode())}),
+    "httpTimeout": st.one_of(st.integers(1, 600).map(lambda n: f"{n}s"), st.integers(1, 9999).map(lambda n: f"{n}ms"),
+                             st.integers(1, 10).map(lambda n: f"{n}m"), st.floats(0.001, 600)),
+    "managedResources": st.lists(st.fixed_dictionaries({"name": st.text(max_size=12)}), max_size=3),
+}
+INVALID: dict[str, st.SearchStrategy[Any]] = {
+    "urlPrefix": st.just("") | _NOT_STRING,
+    "filterVerb": _SET_NOT_STRING,
+    "prioritizeVerb": _SET_NOT_STRING,
+    "weight": st.none() | st.booleans() | st.floats() | st.text(max_size=4) | st.lists(JSON, max_size=2),
+    "tlsConfig": _TRUTHY_NOT_STRING | st.text(min_size=1, max_size=8)
+    | st.just({"caData": "!not base64!"}) | st.fixed_dictionaries({"serverName": _TRUTHY_NOT_STRING}),
+    "httpTimeout": st.text(max_size=6).filter(lambda t: not re.fullmatch(r"\d+(\.\d+)?(ms|s|m)", t))
+    | st.integers(max_value=0) | st.booleans(),
+    "managedResources": _TRUTHY_NOT_STRING | st.lists(st.fixed_dictionaries({"name": _NOT_STRING}), min_size=1,
+                                                      max_size=2),
+}
 
 
-@given(st.dictionaries(KEYS, JSON, max_size=6))
+@given(st.fixed_dictionaries(VALID), st.sampled_from([None, *INVALID]), st.data(), st.integers(0, 5))
 @settings(max_examples=300, deadline=None)
-def test_any_extender_entry_is_accepted_or_refused_with_its_field(raw: dict[str, Any]) -> None:
-    try:
-        config = ExtenderConfig.from_dict(raw)
-    except ExtenderConfigError as exc:
-        assert str(exc).startswith("extenders[0]")
-    else:
+def test_any_extender_entry_is_accepted_or_refused_with_its_field(
+    raw: dict[str, Any], broken: str | None, data: st.DataObject, index: int
+) -> None:
+    # built from valid fields, at most one replaced by a value that field refuses: both outcomes by construction
+    if broken is None:
+        event("valid entry")
+        config = ExtenderConfig.from_dict(raw, index)
         assert config.url_prefix == raw["urlPrefix"] and config.http_timeout > 0
+        assert config.weight == raw["weight"]
+        assert config.managed_resources == tuple(m["name"] for m in raw["managedResources"])
+        return
+    event(f"invalid {broken}")
+    raw[broken] = data.draw(INVALID[broken], label=broken)
+    with pytest.raises(ExtenderConfigError) as refused:
+        ExtenderConfig.from_dict(raw, index)
+    assert str(refused.value).startswith(f"extenders[{index}].{broken}")
