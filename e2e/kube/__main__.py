@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
+from pathlib import Path
 
 from e2e.kube import build
 
@@ -26,6 +28,57 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _binaries(args: argparse.Namespace) -> dict[str, Path]:
+    return build.ensure(build.cache_dir(args.cache_dir), log=_log)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from e2e.kube.cluster import PlaneError
+    from e2e.kube.stack import Stack, default_run_dir
+
+    run = Path(args.run_dir) if args.run_dir else default_run_dir()
+    try:
+        binaries = _binaries(args)
+        stack = Stack.start(run, binaries, nodes=args.nodes)
+    except (build.BuildError, PlaneError, TimeoutError) as exc:
+        print(f"e2e.kube up: {exc}", file=sys.stderr)
+        return 1
+    stack.save()
+    print(stack.plane.kubeconfig_path(), flush=True)
+    _log(f"up: {len(stack.fleet.nodes)} nodes; {stack.timings}")
+    for name, proc in stack.procs().items():
+        _log(f"  {name}: pid {proc.pid}, log {proc.log}")
+    if args.detach:
+        _log(f"detached: `python -m e2e.kube down{' --run-dir ' + str(run) if args.run_dir else ''}` stops it")
+        return 0
+    stopping = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    _log("running; Ctrl-C stops everything")
+    while not stopping:
+        dead = [n for n, p in stack.procs().items() if not p.alive()]
+        if dead:
+            _log(f"{', '.join(dead)} exited: stopping")
+            break
+        time.sleep(0.5)
+    stack.stop()
+    Stack.down(run)
+    return 0 if not dead else 1
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from e2e.kube.stack import Stack, default_run_dir
+
+    run = Path(args.run_dir) if args.run_dir else default_run_dir()
+    stopped = Stack.down(run)
+    _log(f"down: stopped {', '.join(stopped) or 'nothing (no running cluster recorded in ' + str(run) + ')'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.kube")
     parser.add_argument("--cache-dir", help="where the binaries live (default $GPUCLAIM_KUBE_CACHE or "
@@ -34,6 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("build", help="build (or reuse) etcd and the three control-plane binaries")
     p.add_argument("--force", action="store_true", help="rebuild even when the cached binaries are current")
     p.set_defaults(func=cmd_build)
+    p = sub.add_parser("up", help="start the cluster; the admin kubeconfig path is stdout's first line")
+    p.add_argument("--nodes", type=int, help="that many fake GPU nodes cloned from the demo fleet (default: the "
+                                             "demo fleet, 19 nodes with some GPUs in use)")
+    p.add_argument("--detach", action="store_true", help="leave it running; `down` stops it")
+    p.add_argument("--run-dir", help="state, logs, certificates (default $GPUCLAIM_KUBE_RUN or "
+                                     "$TMPDIR/gpuclaim-kube-$UID)")
+    p.set_defaults(func=cmd_up)
+    p = sub.add_parser("down", help="stop what a detached `up` started and remove its run directory")
+    p.add_argument("--run-dir")
+    p.set_defaults(func=cmd_down)
     args = parser.parse_args(argv)
     return int(args.func(args))
 
