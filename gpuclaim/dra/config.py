@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, TypeGuard
 
+from gpuclaim.dra import celtext
 from gpuclaim.dra.api import names
 
 Check = Callable[[Any], str | None]
@@ -95,7 +96,8 @@ class ResourceMapping:
 
     def selectors_for(self, resource_name: str) -> tuple[str, ...]:
         suffix = self.match(resource_name) or ""
-        return tuple(s.replace("{suffix}", suffix) for s in self.selectors)
+        # one escaping function for every literal (issue 14, finding 5); callers validate the name first too
+        return tuple(celtext.fill_suffix(s, suffix) for s in self.selectors)
 
 
 DEFAULT_MAPPINGS = (

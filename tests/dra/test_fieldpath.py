@@ -27,3 +27,14 @@ def test_join_begins_with_the_count() -> None:
     assert join_errors(errors) == "2 errors: a: Required value; b: Required value"
     assert join_errors(errors[:1]) == "a: Required value"
     assert join_errors([]) == ""
+
+
+def test_a_message_of_thousands_of_errors_is_bounded_and_says_how_many_were_left_out() -> None:
+    errors = [FieldError.invalid(Path.root("spec", "containers").index(i).child("resources"), "x" * 5000, "bad")
+              for i in range(5000)]
+    message = join_errors(errors)
+    assert message.startswith("5000 errors: spec.containers[0].resources: Invalid value: ")
+    assert len(message) <= 8192 + 100
+    shown = message.count("Invalid value")
+    assert message.endswith(f"... and {5000 - shown} more errors not shown")
+    assert "more characters)" in message  # one huge value does not fill the message

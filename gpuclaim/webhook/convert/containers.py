@@ -1,7 +1,9 @@
 """Read the legacy device counts out of a pod's containers, refusing what cannot be converted faithfully.
 
 Rules (each refusal names the container, the resource and the field):
-- the count must be a whole number greater than zero (`1.5`, `500m`, `0`, `-1` are refused);
+- the count must be a whole number (`1.5`, `500m`, `-1` are refused); a count of zero (`nvidia.com/gpu: 0`,
+  which charts template for CPU variants) asks for no device: the zero limit is removed and nothing is
+  converted for it;
 - an extended resource needs a limit, and a request, if present, must equal the limit (Kubernetes'
   own rule for resources that cannot be overcommitted);
 - the mapped DeviceClass must exist when `conversion.requireClassesExist` is on.
@@ -22,6 +24,11 @@ from gpuclaim.dra.quantity import QuantityError, parse_quantity
 from .mapping import MappingTable, Target
 
 APP, INIT = "containers", "initContainers"
+#: a claim holds at most 32 requests (and 32 devices): past that many device-holding containers x resources the
+#: pod is refused, and the rest of its limits is not read (finding 3: 40,000 limits in one container)
+MAX_LONG_RUNNING = 32
+#: past this many refusals the pod's answer is clear enough: the rest of its containers is not read
+MAX_REFUSALS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,8 @@ class Collected:
     warnings: list[str]
     #: (kind, index) → the container's resources with the converted names removed (None: the field goes)
     resources: dict[tuple[str, int], dict[str, Any] | None]
+    #: reading stopped early (the pod is refused already)
+    stopped: bool = False
 
 
 def _count(value: object) -> int | Fraction | None:
@@ -77,6 +86,8 @@ def collect(spec: Mapping[str, Any], table: MappingTable) -> Collected:
         for index, container in enumerate(containers):
             if _is_map(container):
                 _collect_container(kind, index, container, table, out, warned)
+            if out.stopped or len(out.refusals) >= MAX_REFUSALS:
+                return out
     return out
 
 
@@ -91,13 +102,21 @@ def _collect_container(kind: str, index: int, container: Mapping[str, Any], tabl
     requests = requests if _is_map(requests) else {}
     converted: list[str] = []
     for resource in (*limits, *(r for r in requests if r not in limits)):
+        if len(out.refusals) >= MAX_REFUSALS:
+            return
         target = table.target(resource) if isinstance(resource, str) else None
         if target is None:
             continue
         name = str(container.get("name", f"#{index}"))
         base = Path.root("spec").child(kind).index(index).child("resources")
         what = f"{resource} in container {name!r}"
-        if target.in_tree_classes:
+        problem = table.problem(resource)
+        if problem is not None:  # checked before anything reads the name into CEL or a template (finding 5)
+            where = "limits" if resource in limits else "requests"
+            out.refusals.append(FieldError.invalid(base.child(where).key(resource), resource,
+                                                   f"resource name {problem}"))
+            continue
+        if target.in_tree_classes and _count(limits.get(resource)) != 0:  # a zero limit is only removed: no note
             classes = ", ".join(target.in_tree_classes)
             if table.config.extended_resource_classes == "leave":
                 if resource not in warned:
@@ -116,14 +135,17 @@ def _collect_container(kind: str, index: int, container: Mapping[str, Any], tabl
                 limit_path, f"{what}: a limit equal to the request is required for an extended resource"))
             continue
         count = _count(limits[resource])
-        if count is None or count <= 0 or (isinstance(count, Fraction) and count.denominator != 1):
+        if count is None or count < 0 or (isinstance(count, Fraction) and count.denominator != 1):
             out.refusals.append(FieldError.invalid(
-                limit_path, limits[resource], f"{what}: the device count must be a whole number greater than zero"))
+                limit_path, limits[resource], f"{what}: the device count must be a whole number, zero or more"))
             continue
         if resource in requests and _count(requests[resource]) != count:
             out.refusals.append(FieldError.invalid(
                 base.child("requests").key(resource), requests[resource],
                 f"{what}: the request must equal the limit ({limits[resource]})"))
+            continue
+        if count == 0:  # no device: drop the legacy zero, make no request (the device plugin gives none either)
+            converted.append(resource)
             continue
         if table.class_missing(target):
             out.refusals.append(FieldError.not_found(
@@ -133,12 +155,21 @@ def _collect_container(kind: str, index: int, container: Mapping[str, Any], tabl
             continue
         out.demands.append(Demand(kind, index, name, kind == APP or _is_sidecar(container), target, int(count)))
         converted.append(resource)
+        if sum(1 for d in out.demands if d.long_running) > MAX_LONG_RUNNING:
+            out.refusals.append(FieldError.invalid(
+                limit_path, limits[resource], f"{what}: the pod asks for more than {MAX_LONG_RUNNING} devices or "
+                "device requests of resources gpuclaim converts, more than one ResourceClaim can hold; the rest was "
+                "not read"))
+            out.stopped = True
+            return
     if converted:
         out.resources[(kind, index)] = _without(resources, converted)
 
 
-def _without(resources: Mapping[str, Any], names: list[str]) -> dict[str, Any] | None:
-    """The container's resources minus the converted names; empty maps are dropped, as the apiserver would."""
+def _without(resources: Mapping[str, Any], converted: list[str]) -> dict[str, Any] | None:
+    """The container's resources minus the converted names; empty maps are dropped, as the apiserver would.
+    A set: membership in the list made this quadratic (40,000 limits took 19 s, issue 14 finding 3)."""
+    names = set(converted)
     kept: dict[str, Any] = {}
     for key, value in resources.items():
         if (key == "limits" or key == "requests") and _is_map(value):

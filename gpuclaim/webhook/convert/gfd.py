@@ -21,23 +21,27 @@ affinity terms (a term left empty means any node, so the required affinity then 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuclaim.dra.celtext import int_literal, string_literal
 from gpuclaim.dra.config import GfdMigrationConfig
+from gpuclaim.dra.fieldpath import FieldError, Path
 
 from . import patch
 
 DOMAIN = "gpu.nvidia.com"
-MEMORY_TOLERANCE = 0.01
+MEMORY_TOLERANCE_PERCENT = 1
+# GFD writes these labels as decimal integers (MiB, compute capability parts); a label value is at most 63
+# characters, and anything above int64 can be no GPU's: such a value is refused with a field error instead of
+# reaching float math or CEL (issue 14, finding 8: a 400-digit memory value raised OverflowError)
+MAX_DIGITS = 18
 _A = f"device.attributes['{DOMAIN}']"
 _C = f"device.capacity['{DOMAIN}']"
 
 
-def _lit(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+_lit = string_literal  # the one escaping function for CEL literals
 
 
 def _product(value: str) -> str:
@@ -52,6 +56,8 @@ class _Label:
     #: (operator, values) → the unguarded condition, or None when the values do not fit
     condition: Callable[[str, list[str]], str | None]
     full_gpu_only: bool = False
+    #: the values are decimal integers (bounded by MAX_DIGITS)
+    numeric: bool = False
 
 
 def _in_list(expr: str, values: list[str]) -> str:
@@ -81,11 +87,14 @@ def _memory(operator: str, values: list[str]) -> str | None:
         return None
     mem = f"{_C}.memory"
     if operator in ("Gt", "Lt") and len(numbers) == 1:
-        return f"{mem}.compareTo(quantity('{numbers[0]}Mi')) {'>' if operator == 'Gt' else '<'} 0"
+        return f"{mem}.compareTo(quantity({_lit(f'{numbers[0]}Mi')})) {'>' if operator == 'Gt' else '<'} 0"
     if operator in ("In", "NotIn"):
-        windows = [f"({mem}.compareTo(quantity('{math.floor(n * (1 - MEMORY_TOLERANCE))}Mi')) >= 0 && "
-                   f"{mem}.compareTo(quantity('{math.ceil(n * (1 + MEMORY_TOLERANCE))}Mi')) <= 0)"
-                   for n in dict.fromkeys(numbers)]
+        # integer arithmetic: floor(n * 0.99) and ceil(n * 1.01) without floats (exact for any size)
+        low = [n * (100 - MEMORY_TOLERANCE_PERCENT) // 100 for n in dict.fromkeys(numbers)]
+        high = [-(-n * (100 + MEMORY_TOLERANCE_PERCENT) // 100) for n in dict.fromkeys(numbers)]
+        windows = [f"({mem}.compareTo(quantity({_lit(f'{lo}Mi')})) >= 0 && "
+                   f"{mem}.compareTo(quantity({_lit(f'{hi}Mi')})) <= 0)"
+                   for lo, hi in zip(low, high, strict=True)]
         test = " || ".join(windows) if len(windows) > 1 else windows[0][1:-1]
         return test if operator == "In" else f"!({test})"
     return None
@@ -99,9 +108,9 @@ def _version_part(part: str) -> Callable[[str, list[str]], str | None]:
         if not numbers:
             return None
         if operator in ("Gt", "Lt") and len(numbers) == 1:
-            return f"{expr} {'>' if operator == 'Gt' else '<'} {numbers[0]}"
+            return f"{expr} {'>' if operator == 'Gt' else '<'} {int_literal(numbers[0])}"
         if operator in ("In", "NotIn"):
-            test = f"{expr} in [{', '.join(str(n) for n in dict.fromkeys(numbers))}]"
+            test = f"{expr} in [{', '.join(int_literal(n) for n in dict.fromkeys(numbers))}]"
             return test if operator == "In" else f"!({test})"
         return None
     return condition
@@ -110,11 +119,11 @@ def _version_part(part: str) -> Callable[[str, list[str]], str | None]:
 LABELS: dict[str, _Label] = {
     "nvidia.com/gpu.product": _Label(f"'productName' in {_A}",
                                      _string_label(f"{_A}.productName.replace(' ', '-')", _product)),
-    "nvidia.com/gpu.memory": _Label(f"'memory' in {_C}", _memory, full_gpu_only=True),
+    "nvidia.com/gpu.memory": _Label(f"'memory' in {_C}", _memory, full_gpu_only=True, numeric=True),
     "nvidia.com/gpu.family": _Label(f"'architecture' in {_A}",
                                     _string_label(f"{_A}.architecture.lowerAscii()", str.lower)),
-    "nvidia.com/gpu.compute.major": _Label(f"'cudaComputeCapability' in {_A}", _version_part("major")),
-    "nvidia.com/gpu.compute.minor": _Label(f"'cudaComputeCapability' in {_A}", _version_part("minor")),
+    "nvidia.com/gpu.compute.major": _Label(f"'cudaComputeCapability' in {_A}", _version_part("major"), numeric=True),
+    "nvidia.com/gpu.compute.minor": _Label(f"'cudaComputeCapability' in {_A}", _version_part("minor"), numeric=True),
 }
 
 
@@ -124,11 +133,25 @@ class Migration:
     mig: list[str] = field(default_factory=list)  # selectors for MIG requests
     ops: list[patch.Op] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    refusals: list[FieldError] = field(default_factory=list)
 
 
-def _requirement(key: str, operator: str, values: list[str], where: str, out: Migration) -> tuple[str, bool] | None:
+def _too_long(key: str, values: list[tuple[Path, str]], out: Migration) -> bool:
+    """Refuse integer values beyond MAX_DIGITS, naming the value's field; True when any was refused."""
+    bad = [(path, value) for path, value in values if len(value.strip().lstrip("+-")) > MAX_DIGITS]
+    for path, value in bad:
+        shown = value if len(value) <= 40 else f"{value[:20]}...({len(value)} characters)"
+        out.refusals.append(FieldError.invalid(path, shown, f"{key} is a whole number (GPU feature discovery "
+                                               f"labels); gpuclaim takes at most {MAX_DIGITS} digits"))
+    return bool(bad)
+
+
+def _requirement(key: str, operator: str, values: list[str], where: str, out: Migration,
+                 paths: list[Path] | None = None) -> tuple[str, bool] | None:
     """(guarded expression or "" for 'no condition', full-GPU only) or None when not migrated."""
     label = LABELS[key]
+    if label.numeric and paths is not None and _too_long(key, list(zip(paths, values, strict=True)), out):
+        return None
     if operator == "Exists":
         return "", label.full_gpu_only
     condition = label.condition(operator, values) if operator != "DoesNotExist" else None
@@ -155,7 +178,8 @@ def migrate(spec: Mapping[str, Any], config: GfdMigrationConfig) -> Migration:
             value = node_selector.get(key)
             if not isinstance(value, str):
                 continue
-            got = _requirement(key, "In", [value], f"spec.nodeSelector[{key}]", out)
+            got = _requirement(key, "In", [value], f"spec.nodeSelector[{key}]", out,
+                               [Path.root("spec", "nodeSelector").key(key)])
             if got is None:
                 continue
             expr, full_only = got
@@ -202,9 +226,13 @@ def _affinity(spec: Mapping[str, Any], keys: list[str], config: GfdMigrationConf
             if key not in keys:
                 kept.append(requirement)
                 continue
-            values = [v for v in requirement.get("values") or () if isinstance(v, str)]
+            raw = requirement.get("values")
+            at = Path.root("spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+                           "nodeSelectorTerms").index(t).child("matchExpressions").index(e).child("values")
+            pairs = [(at.index(i), v) for i, v in enumerate(raw if isinstance(raw, list) else ()) if isinstance(v, str)]
+            values = [v for _, v in pairs]
             got = _requirement(key, str(requirement.get("operator")), values,
-                               f"{base}[{t}].matchExpressions[{e}]", out)
+                               f"{base}[{t}].matchExpressions[{e}]", out, [p for p, _ in pairs])
             if got is None:
                 kept.append(requirement)
                 continue

@@ -9,15 +9,20 @@ DeviceClass that does not exist while `conversion.requireClassesExist` is on (a 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpuclaim.dra.api import DeviceClass
+from gpuclaim.dra.api import DeviceClass, names
 from gpuclaim.dra.config import ConversionConfig
 
 # kubelet's own resources and the implicit KEP-5004 names are never legacy GPU names
 _NEVER = frozenset({"cpu", "memory", "ephemeral-storage", "hugepages-1Gi", "hugepages-2Mi"})
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
+MIG_PREFIX = "nvidia.com/mig-"
+# a MIG profile as NVIDIA names them: `1g.10gb`, `1c.3g.40gb` (compute instance), and the `+me`-style variants
+# (`1g.10gb+me`, `1g.12gb+gfx`, spelled with `.` in a resource name, where `+` is not allowed)
+MIG_PROFILE = re.compile(r"(?:[1-9][0-9]?c\.)?[1-9][0-9]?g\.[1-9][0-9]{0,3}gb(?:[+.][a-z]{1,8}){0,3}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +74,18 @@ class MappingTable:
                 )
         self._memo[resource] = found
         return found
+
+    def problem(self, resource: str) -> str | None:
+        """Why a mapped resource name must not be converted (it reaches CEL and the template): not a valid
+        Kubernetes extended resource name (the apiserver would refuse the pod, and the patch removes the name),
+        or, under `nvidia.com/mig-`, a suffix that is not a MIG profile. None when it is fine."""
+        if names.check_extended_resource_name(resource):
+            return ("is not a valid extended resource name (domain/name, the name at most 63 characters of "
+                    "letters, digits, '-', '_', '.')")
+        if resource.startswith(MIG_PREFIX) and not MIG_PROFILE.fullmatch(resource[len(MIG_PREFIX):]):
+            return ("does not name a MIG profile: expected nvidia.com/mig-<n>g.<m>gb, optionally with a compute "
+                    "instance (<c>c.) or a variant (1g.10gb.me)")
+        return None
 
     def class_missing(self, target: Target) -> bool:
         return self.config.require_classes_exist and target.device_class_name not in self.device_classes

@@ -8,7 +8,11 @@ The init-container rule mirrors kubelet's device manager for legacy extended res
   devices on to the containers after it (its "reusable devices"), so the pod never needs more than
   max(init, app + sidecars) devices. gpuclaim keeps that footprint: the init container references
   existing requests of the same resource whose counts add up to exactly its own count (never one of an
-  earlier sidecar, which is busy), and only a shortfall becomes a request of its own.
+  earlier sidecar, which is busy). When no subset adds up exactly, one more request is split in two
+  (its owner references both pieces, so it still sees its count) and the init container takes the piece
+  it needs; only when every eligible request is taken does a shortfall become a request of its own.
+  Init 1 + app 2 asks for 2 devices, init 3 + apps 2 + 2 for 4 (issue 14, finding 9). The pieces of a
+  split request are separate requests: each keeps the topology rendering of its own count.
 So every container still sees exactly its legacy count of devices, and a pod that fitted a node with
 the device plugin fits the same node under DRA.
 """
@@ -35,6 +39,10 @@ class PlannedRequest:
     #: position of the owning container in start order (init containers first), to exclude busy sidecars
     owner_order: int
     owner_is_sidecar: bool
+    #: (kind, index) of the container that owns it (it references every piece when the request is split)
+    owner: tuple[str, int] = ("", -1)
+    #: the owner's container name, for naming a piece
+    owner_name: str = ""
 
 
 @dataclass(slots=True)
@@ -66,10 +74,11 @@ def plan(demands: list[Demand]) -> Plan:
     out = Plan()
     taken: set[str] = set()
     for demand in (d for d in demands if d.long_running):
+        key = (demand.kind, demand.index)
         request = PlannedRequest(_request_name(demand.container, demand.target, taken), demand.target, demand.count,
-                                 _order(demand), demand.kind == INIT)
+                                 _order(demand), demand.kind == INIT, key, demand.container)
         out.requests.append(request)
-        out.uses.setdefault((demand.kind, demand.index), []).append(request.name)
+        out.uses.setdefault(key, []).append(request.name)
     for demand in (d for d in demands if not d.long_running):
         me = _order(demand)
         eligible = [r for r in out.requests
@@ -77,12 +86,34 @@ def plan(demands: list[Demand]) -> Plan:
         chosen, covered = _cover(eligible, demand.count)
         names = [r.name for r in chosen]
         if covered < demand.count:
-            own = PlannedRequest(_request_name(demand.container, demand.target, taken), demand.target,
-                                 demand.count - covered, me, False)
-            out.requests.append(own)
-            names.append(own.name)
+            piece = _split(out, [r for r in eligible if r not in chosen], demand.count - covered, taken)
+            if piece is not None:
+                names.append(piece.name)
+            else:
+                own = PlannedRequest(_request_name(demand.container, demand.target, taken), demand.target,
+                                     demand.count - covered, me, False, (demand.kind, demand.index), demand.container)
+                out.requests.append(own)
+                names.append(own.name)
         out.uses.setdefault((demand.kind, demand.index), []).extend(names)
     return out
+
+
+def _split(out: Plan, unchosen: list[PlannedRequest], want: int, taken: set[str]) -> PlannedRequest | None:
+    """Split the first request bigger than `want` into `want` + the rest; the piece of size `want` is returned.
+    Every container that referenced it (its owner, earlier init containers) references both pieces (same total),
+    so each still sees exactly its count."""
+    for request in unchosen:
+        if request.count > want:
+            rest = PlannedRequest(_request_name(request.owner_name, request.target, taken), request.target,
+                                  request.count - want, request.owner_order, request.owner_is_sidecar, request.owner,
+                                  request.owner_name)
+            request.count = want
+            out.requests.insert(out.requests.index(request) + 1, rest)
+            for uses in out.uses.values():
+                if request.name in uses:
+                    uses.insert(uses.index(request.name) + 1, rest.name)
+            return request
+    return None
 
 
 def _order(demand: Demand) -> int:

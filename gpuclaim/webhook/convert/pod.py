@@ -73,8 +73,10 @@ def convert_pod(pod: Mapping[str, Any], *, config: Config | ConversionConfig,
     if not isinstance(spec, Mapping):
         return Conversion(skipped="the object has no pod spec")
     collected = collect(spec, MappingTable(conv, device_classes))
-    if collected.refusals or not collected.demands:
+    if collected.refusals:
         return Conversion(warnings=collected.warnings, refusals=collected.refusals)
+    if not collected.demands:  # nothing to convert; zero limits (`gpu: 0`) are still removed
+        return Conversion(patch=_resources_ops(spec, collected), warnings=collected.warnings)
     group, refusals = sharing.group_of(meta, conv.sharing.annotation)
     the_plan = plan(collected.demands)
     refusals += _limits(the_plan, collected)
@@ -139,11 +141,22 @@ def _pod_claim_name(spec: Mapping[str, Any]) -> str:
     return name
 
 
+def _resources_ops(spec: Mapping[str, Any], collected: Collected) -> list[patch.Op]:
+    """Set each changed container's resources (zero limits removed) without adding any claim."""
+    ops: list[patch.Op] = []
+    for (kind, index), resources in collected.resources.items():
+        path = patch.pointer("spec", kind, index, "resources")
+        ops.append(patch.replace(path, resources) if resources else patch.remove(path))
+    return ops
+
+
 def _build(spec: Mapping[str, Any], conv: ConversionConfig, collected: Collected, the_plan: Plan,
            group: str | None, namespace: str | None) -> Conversion:
     warnings = list(collected.warnings)
     migration = gfd.migrate(spec, conv.gfd_migration)
     warnings += migration.warnings
+    if migration.refusals:
+        return Conversion(warnings=warnings, refusals=migration.refusals)
     claim_spec = _render(the_plan, migration, conv.topology, warnings)
     pod_claim = _pod_claim_name(spec)
     made_templates: list[dict[str, Any]] = []
@@ -161,6 +174,9 @@ def _build(spec: Mapping[str, Any], conv: ConversionConfig, collected: Collected
         ops.append(patch.add("/spec/resourceClaims/-", entry))
     else:
         ops.append(patch.add("/spec/resourceClaims", [entry]))
+    zeroed = {key: value for key, value in collected.resources.items() if key not in the_plan.uses}
+    if zeroed:  # containers whose only mapped limits were zero: their resources lose them, no claim reference
+        ops += _resources_ops(spec, Collected([], [], [], zeroed))
     for (kind, index), request_names in the_plan.uses.items():
         container = spec[kind][index]
         resources = dict(collected.resources.get((kind, index)) or {})
