@@ -11,6 +11,7 @@ holds, 1 when one does not, 4 when the stack could not start.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shlex
 import shutil
 import signal
@@ -39,7 +40,20 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+#: import name -> distribution, for what the `demo` extra adds to the base install
+DEMO_EXTRA = {"jsonpatch": "jsonpatch", "kubernetes_validate": "kubernetes-validate", "jsonschema": "jsonschema",
+              "referencing": "referencing"}
+INSTALL_HINT = "pip install 'gpuclaim[demo]'"
+
+
+def _require_demo_extra() -> None:
+    missing = [dist for module, dist in DEMO_EXTRA.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise UsageError(f"needs the demo extra ({', '.join(missing)} not installed); install it with: {INSTALL_HINT}")
+
+
 def run(args: argparse.Namespace) -> int:
+    _require_demo_extra()
     from gpuclaim.demo import run_demo
     from gpuclaim.demo.report import render
     from gpuclaim.demo.stack import StackError

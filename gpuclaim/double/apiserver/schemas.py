@@ -7,12 +7,12 @@ of objects, so the same Draft 2020-12 validator is built once per (apiVersion, k
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import re
 from functools import cache
 from typing import Any
 
-import importlib_resources
 import jsonschema
 import referencing
 from referencing import Registry, Resource
@@ -31,7 +31,7 @@ class SchemaError(ValueError):
 
 
 def _load(name: str) -> Any:
-    ref = importlib_resources.files("kubernetes_validate").joinpath(f"{_SCHEMA_DIR}/{name}")
+    ref = importlib.resources.files("kubernetes_validate").joinpath(f"{_SCHEMA_DIR}/{name}")
     return json.loads(ref.read_text())
 
 
