@@ -79,6 +79,43 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    import orjson
+
+    from e2e.kube import demo
+    from e2e.kube.api import Api
+    from e2e.kube.cluster import PlaneError
+    from e2e.kube.stack import Stack, default_run_dir, running_state
+
+    run = Path(args.run_dir) if args.run_dir else default_run_dir()
+    state = running_state(run)
+    stack = None
+    try:
+        if state is None:  # build and start what is missing; stopped again at the end
+            stack = Stack.start(run, _binaries(args))
+            _log(f"started a cluster for the demo in {stack.timings['total']:.0f}s")
+            api = stack.plane.api()
+        else:
+            _log(f"using the running cluster in {run}")
+            api = Api(state["server"], str(run / "pki" / "ca.crt"), (run / "pki" / "admin.token").read_text().strip())
+        try:
+            report = demo.run(api, run / "gpuclaim-config.yaml")
+        finally:
+            api.close()
+    except (build.BuildError, PlaneError, TimeoutError) as exc:
+        print(f"e2e.kube demo: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if stack is not None:
+            stack.stop()
+            Stack.down(run)
+    if args.output == "json":
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print(demo.text(report))
+    return 0 if report["ok"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.kube")
     parser.add_argument("--cache-dir", help="where the binaries live (default $GPUCLAIM_KUBE_CACHE or "
@@ -97,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("down", help="stop what a detached `up` started and remove its run directory")
     p.add_argument("--run-dir")
     p.set_defaults(func=cmd_down)
+    p = sub.add_parser("demo", help="the demo workloads on the real control plane (starts one if none is up)")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    p.add_argument("--run-dir")
+    p.set_defaults(func=cmd_demo)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

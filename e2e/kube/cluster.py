@@ -210,6 +210,8 @@ class ControlPlane:
             lines.append(f'{token},{user},{user}-uid,"{groups}"' if groups else f"{token},{user},{user}-uid")
         (self.pki / "tokens.csv").write_text("\n".join(lines) + "\n")
         (self.pki / "tokens.csv").chmod(0o600)
+        (self.pki / "admin.token").write_text(self.tokens["admin"] + "\n")
+        (self.pki / "admin.token").chmod(0o600)
 
     def _start_etcd(self) -> None:
         client, peer = self.ports["etcd-client"], self.ports["etcd-peer"]

@@ -32,6 +32,18 @@ def default_run_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"gpuclaim-kube-{os.getuid()}"
 
 
+def running_state(run: Path) -> Obj | None:
+    """The state of a detached cluster in `run` whose apiserver still runs; None otherwise."""
+    try:
+        state: Obj = orjson.loads((run / "state.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    api = state["procs"].get("kube-apiserver")
+    if api is None or not Proc("kube-apiserver", int(api["pid"]), Path(api["log"])).alive():
+        return None
+    return state
+
+
 @dataclass
 class Stack:
     plane: ControlPlane
