@@ -31,10 +31,6 @@ UNSIMULATED = {
 NOT_REPRESENTABLE = {
     "unknown-selector": "a selector without `cel` is dropped by the parser (FieldValueRequired), never allocated",
     "unknown-allocation-mode": "allocationMode `future-mode` is FieldValueNotSupported in the model",
-    "binding-conditions-without-feature-gate":
-        "dra.api keeps no bindingConditions, so devices that have them cannot be told apart (gate off: unusable)",
-    "device-binding-conditions-without-binding-conditions-feature-gate":
-        "dra.api keeps no bindingConditions, so devices that have them cannot be told apart (gate off: unusable)",
 }
 
 

@@ -9,6 +9,12 @@ Order: upstream collects pools in a Go map, so the pool order differs from call 
 a deterministic one, or the extender would score the same node differently on every call. Pools are sorted
 by (driver, pool name) — the order ``kube.inventory`` lists slices in, so both agree — and inside a pool
 slices keep the order they were given (upstream keeps listing order there) and devices keep slice order.
+With at most 8 pools upstream's order is a rotation of the order pools first appear in the slice list (a Go
+swiss-table map of one group), so for slices listed sorted, this order is one upstream really takes.
+
+Binding conditions (pools_experimental.go:69-72, :121-133): slices with a device that has bindingConditions are
+added after all other slices, and pools holding such devices come after all other pools, so plain devices are
+preferred; with the DRADeviceBindingConditions gate off (1.34's default) those devices are never selected.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class Candidate:
     slice: ResourceSlice
     pool_index: int
     on_node: bool  # false only for perDeviceNodeSelection devices not usable on this node
+    blocked: bool  # has bindingConditions while DeviceBinding or DeviceStatus is off: never selectable
     consumes: tuple[tuple[str, str, Fraction], ...]  # (counter set, counter, amount)
     taints: tuple[Mapping[str, Any], ...]
 
@@ -100,9 +107,10 @@ def gather_pools(
 ) -> NodePools:
     """Pools visible to ``node`` (nodeName, nodeSelector, allNodes, per-device selection), newest generation."""
     by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
-    for s in slices:
-        if not slice_visible(s, node, features):
-            continue
+    visible = [s for s in slices if slice_visible(s, node, features)]
+    # upstream adds slices with binding conditions last (stable sort keeps listing order otherwise)
+    visible.sort(key=_has_binding_conditions)
+    for s in visible:
         key = (s.driver, s.pool.name)
         current = by_pool.get(key)
         if current is None or s.pool.generation > current[0].pool.generation:
@@ -112,7 +120,8 @@ def gather_pools(
     pools: list[PoolInfo] = []
     candidates: list[Candidate] = []
     ranges: list[tuple[int, int]] = []
-    for key in sorted(by_pool):
+    binding_ok = features.device_binding and features.device_status
+    for key in sorted(by_pool, key=lambda k: (any(_has_binding_conditions(s) for s in by_pool[k]), k)):
         members = by_pool[key]
         pool = _pool_info(key, members)
         index = len(pools)
@@ -130,12 +139,17 @@ def gather_pools(
                         slice=s,
                         pool_index=index,
                         on_node=on_node,
+                        blocked=bool(device.binding_conditions) and not binding_ok,
                         consumes=_consumption(device),
                         taints=tuple(device.taints),
                     )
                 )
         ranges.append((start, len(candidates)))
     return NodePools(node=node, pools=tuple(pools), candidates=tuple(candidates), pool_ranges=tuple(ranges))
+
+
+def _has_binding_conditions(s: ResourceSlice) -> bool:
+    return any(d.binding_conditions for d in s.devices)
 
 
 def _pool_info(key: tuple[str, str], members: list[ResourceSlice]) -> PoolInfo:

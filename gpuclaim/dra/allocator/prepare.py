@@ -208,7 +208,10 @@ class Preparer:
         return alt
 
     def selectable(self, alt: Alternative, index: int) -> bool:
-        """Class selectors, then request selectors, stopping at the first false; a runtime error aborts."""
+        """Class selectors, then request selectors, stopping at the first false; a runtime error aborts. A device
+        with binding conditions the features do not allow is skipped before any selector runs (isSelectable)."""
+        if self.pools.candidates[index].blocked:
+            return False
         if alt.class_outcomes is None:
             alt.class_outcomes = self._outcomes(alt.klass.selectors)
             alt.request_outcomes = self._outcomes(alt.request.selectors) if alt.request.selectors else None

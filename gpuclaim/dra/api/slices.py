@@ -61,6 +61,9 @@ class Device:
     node_name: str | None = None
     node_selector: NodeSelector | None = None
     all_nodes: bool = False
+    # bindingConditions (alpha DRADeviceBindingConditions): with the gate off (1.34's default) the allocator
+    # never selects such a device (allocator_experimental.go:1089, isSelectable)
+    binding_conditions: tuple[str, ...] = ()
 
     @property
     def id(self) -> DeviceID:
@@ -281,9 +284,11 @@ def _parse_device(raw: object, i: int, driver: str, pool: str, per_device: bool,
 def _parse_device_extras(raw: Mapping[str, Any], i: int, per_device: bool, r: Reader) -> dict[str, Any]:
     dpath = _SPEC.child("devices").index(i)
     extras: dict[str, Any] = {}
-    # binding conditions (alpha DRADeviceBindingConditions): checked for shape only, not modelled
+    # binding conditions (alpha DRADeviceBindingConditions): kept, they make the device unusable with the gate off
     r.boolean(raw, "bindsToNode", dpath)
-    r.strings(raw, "bindingConditions", dpath, limit=names.BINDING_CONDITIONS_MAX_SIZE)
+    binding_conditions = r.strings(raw, "bindingConditions", dpath, limit=names.BINDING_CONDITIONS_MAX_SIZE)
+    if binding_conditions:
+        extras["binding_conditions"] = binding_conditions
     r.strings(raw, "bindingFailureConditions", dpath, limit=names.BINDING_CONDITIONS_MAX_SIZE)
     amm = r.boolean(raw, "allowMultipleAllocations", dpath)
     if amm:

@@ -1,0 +1,191 @@
+"""Test-only: one allocator scenario (resource.k8s.io/v1 JSON objects), run through gpuclaim's simulation and
+through the upstream allocator (``e2e.oracle.allocator``), and the comparison of the two outcomes.
+
+A scenario is exactly what the oracle reads: ``{features, node, slices, classes, allocatedDevices, claims}``.
+gpuclaim gets the same objects through its real parsers (``dra.api``).
+
+Comparison: the status (allocated / unsatisfiable / error) must be the same; for an allocation, gpuclaim's
+picks (per claim, in pick order: request, driver, pool, device, adminAccess; and the node selector) must be one
+of the outcomes upstream produces. Upstream visits pools in Go map order (pools_experimental.go:55), which
+varies between calls, so with several pools the oracle is asked for every distinct outcome of many calls; with
+at most 8 pools the order is a rotation of the order in which pools first appear in the slice list, and the
+scenarios list pools sorted by (driver, pool) as gpuclaim visits them, so gpuclaim's order is one upstream
+takes. Errors must agree on the upstream wording up to where the CEL library's own diagnostics begin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuclaim.dra import api
+from gpuclaim.dra.allocator import AllocationOutcome, Features, NodeInfo, allocate
+
+FEATURE_NAMES = {
+    "adminAccess": "admin_access", "prioritizedList": "prioritized_list", "deviceStatus": "device_status",
+    "partitionableDevices": "partitionable_devices", "deviceTaints": "device_taints",
+    "deviceBinding": "device_binding", "consumableCapacity": "consumable_capacity",
+}  # fmt: skip
+CASE_FEATURES = {
+    "AdminAccess": "adminAccess", "PrioritizedList": "prioritizedList", "DeviceStatus": "deviceStatus",
+    "PartitionableDevices": "partitionableDevices", "DeviceTaints": "deviceTaints", "DeviceBinding": "deviceBinding",
+    "ConsumableCapacity": "consumableCapacity",
+}  # fmt: skip
+REPEAT = 24  # Allocate calls per multi-pool scenario; a miss is re-asked with RETRY_REPEAT before it counts
+RETRY_REPEAT = 400
+
+Canonical = tuple[str, Any]
+
+
+def features(scenario: Mapping[str, Any]) -> Features:
+    """As the oracle reads them: no ``features`` = the 1.34 scheduler's defaults; given = exactly those on."""
+    raw = scenario.get("features")
+    if raw is None:
+        return Features()
+    off = dict.fromkeys(FEATURE_NAMES.values(), False)
+    return Features(**{**off, **{FEATURE_NAMES[k]: bool(v) for k, v in raw.items()}})
+
+
+def run_gpuclaim(scenario: Mapping[str, Any]) -> AllocationOutcome:
+    """gpuclaim's outcome. Objects must parse; upstream's own test table has objects the apiserver would refuse
+    (``"lenient": true`` in the scenario), generated scenarios must also be free of validation errors."""
+    strict = not scenario.get("lenient")
+    slices = []
+    for obj in scenario["slices"]:
+        model, errors = api.parse_resource_slice(obj)
+        assert model is not None and not (strict and errors), (obj, errors)
+        slices.append(model)
+    classes = {}
+    for obj in scenario["classes"]:
+        klass, errors = api.parse_device_class(obj)
+        assert klass is not None and not (strict and errors), (obj, errors)
+        classes[klass.name] = klass
+    claims = []
+    for obj in scenario["claims"]:
+        claim, errors = api.parse_resource_claim(obj)
+        assert claim is not None and not (strict and errors), (obj, errors)
+        claims.append(claim)
+    raw_node = scenario.get("node") or {}
+    node = NodeInfo(raw_node.get("name", ""), dict(raw_node.get("labels") or {}))
+    held = {api.DeviceID(*text.split("/")) for text in scenario.get("allocatedDevices") or ()}
+    return allocate(node, claims, slices=slices, classes=classes, allocated=held, features=features(scenario))
+
+
+def canonical_upstream(outcome: Mapping[str, Any]) -> Canonical:
+    status = outcome["status"]
+    if status == "allocated":
+        claims = []
+        for result in outcome.get("results") or []:
+            devices = tuple(
+                (d["request"], d["driver"], d["pool"], d["device"], bool(d.get("adminAccess") or False))
+                for d in (result.get("devices") or {}).get("results") or []
+            )
+            claims.append((devices, _selector_key(result.get("nodeSelector"))))
+        return ("allocated", tuple(claims))
+    if status == "error":
+        return ("error", outcome.get("error") or "")
+    return (status, None)
+
+
+def canonical_gpuclaim(outcome: AllocationOutcome) -> Canonical:
+    if outcome.status == "allocated":
+        claims = []
+        for claim in outcome.claims:
+            raw = claim.to_dict()
+            devices = tuple((d["request"], d["driver"], d["pool"], d["device"], bool(d.get("adminAccess", False)))
+                            for d in raw["devices"]["results"])  # fmt: skip
+            claims.append((devices, _selector_key(raw.get("nodeSelector"))))
+        return ("allocated", tuple(claims))
+    if outcome.status == "error":
+        return ("error", outcome.error or "")
+    return (outcome.status, None)
+
+
+def _selector_key(selector: Mapping[str, Any] | None) -> str | None:
+    if selector is None:
+        return None
+    terms = []
+    for term in selector.get("nodeSelectorTerms") or []:
+        terms.append({k: v for k, v in term.items() if v})  # empty lists and absent keys are the same selector
+    return json.dumps({"nodeSelectorTerms": terms}, sort_keys=True)
+
+
+def error_phrase(message: str) -> str:
+    """The part of an upstream error gpuclaim must reproduce: the first line, cut where the wording of the CEL
+    library (its compile diagnostics and runtime messages) begins."""
+    first = message.split("\n")[0]
+    for marker in ("CEL compile error:", "CEL runtime error:"):
+        at = first.find(marker)
+        if at >= 0:
+            return first[: at + len(marker)]
+    return first
+
+
+def difference(ours: Canonical, upstream: Sequence[Canonical]) -> str | None:
+    """None when gpuclaim's outcome is one of upstream's, else a description."""
+    if ours[0] == "error":
+        errors = [u for u in upstream if u[0] == "error"]
+        if errors and any(error_phrase(u[1]) in ours[1] or error_phrase(u[1]) == error_phrase(ours[1])
+                          for u in errors):  # fmt: skip
+            return None
+        return f"gpuclaim: error {ours[1]!r}; upstream: {_show(upstream)}"
+    if ours in upstream:
+        return None
+    return f"gpuclaim: {_show([ours])}; upstream: {_show(upstream)}"
+
+
+def _show(outcomes: Sequence[Canonical]) -> str:
+    return " | ".join(f"{status} {detail}" if detail is not None else status for status, detail in outcomes)
+
+
+def upstream_outcomes(reply: Mapping[str, Any]) -> list[Canonical]:
+    if reply.get("outcomes"):
+        return [canonical_upstream(o) for o in reply["outcomes"]]
+    return [canonical_upstream(reply)]
+
+
+def multi_pool(scenario: Mapping[str, Any]) -> bool:
+    return len({(s["spec"]["driver"], s["spec"]["pool"]["name"]) for s in scenario["slices"]}) > 1
+
+
+def compare_batch(oracle: Any, scenarios: Sequence[Mapping[str, Any]]) -> list[str | None]:
+    """One difference (or None) per scenario; scenarios go to the oracle in one stream."""
+    sent = [_wire(s, REPEAT if multi_pool(s) else 0) for s in scenarios]
+    replies = oracle.run_many(sent)
+    out: list[str | None] = []
+    retry: list[int] = []
+    for i, (scenario, reply) in enumerate(zip(scenarios, replies, strict=True)):
+        diff = difference(canonical_gpuclaim(run_gpuclaim(scenario)), upstream_outcomes(reply))
+        out.append(diff)
+        if diff is not None and multi_pool(scenario):
+            retry.append(i)
+    if retry:  # a rotation not yet seen in REPEAT calls: ask far more often before calling it a disagreement
+        again = oracle.run_many([_wire(scenarios[i], RETRY_REPEAT) for i in retry])
+        for i, reply in zip(retry, again, strict=True):
+            out[i] = difference(canonical_gpuclaim(run_gpuclaim(scenarios[i])), upstream_outcomes(reply))
+    return out
+
+
+def _wire(scenario: Mapping[str, Any], repeat: int) -> dict[str, Any]:
+    out = {k: v for k, v in scenario.items() if k != "lenient"}
+    if repeat:
+        out["repeat"] = repeat
+    return out
+
+
+def scenario_from_case(case: Mapping[str, Any]) -> dict[str, Any]:
+    """An upstream TestAllocator case (tests/fixtures/allocator) as an oracle scenario, with the case's features."""
+    import allocator_cases as ac
+
+    slices = [ac.slice_object(raw) for raw in case["slices"]]
+    slices.sort(key=lambda s: (s["spec"]["driver"], s["spec"]["pool"]["name"]))  # stable: listing order in a pool
+    return {
+        "features": {CASE_FEATURES[f]: True for f in case["requiredFeatures"]},
+        "node": case.get("node") or None,
+        "slices": slices,
+        "classes": [ac.class_object(raw) for raw in case["classes"]],
+        "allocatedDevices": list(case["allocatedDevices"]),
+        "claims": [ac.claim_object(raw) for raw in case["claims"]],
+        "lenient": True,
+    }
