@@ -168,12 +168,33 @@ def test_namespace_selector_excludes_system_own_and_opted_out_namespaces(
     render: Any, labels: dict[str, str], selected: bool
 ) -> None:
     rendered: Rendered = render("default")
-    hooks = [mutating(rendered), *rendered.one("ValidatingWebhookConfiguration")["webhooks"]]
-    for hook in hooks:
+    _dra, pods = rendered.one("ValidatingWebhookConfiguration")["webhooks"]
+    for hook in (mutating(rendered), pods):
         assert selects_namespace(hook, labels) is selected
         assert hook["objectSelector"] == {
             "matchExpressions": [{"key": "gpuclaim.io/webhook", "operator": "NotIn", "values": ["disabled"]}]
         }
+
+
+@pytest.mark.parametrize(
+    ("labels", "selected"),
+    [
+        ({"kubernetes.io/metadata.name": "ml-team"}, True),
+        ({"kubernetes.io/metadata.name": "kube-system"}, False),
+        ({"kubernetes.io/metadata.name": NAMESPACE}, False),
+        ({"kubernetes.io/metadata.name": "ml-team", "gpuclaim.io/webhook": "disabled"}, True),
+    ],
+    ids=["ordinary", "kube-system", "release-namespace", "opt-out-label-ignored"],
+)
+def test_dra_objects_are_always_validated_the_opt_out_is_for_pod_conversion_only(
+    render: Any, labels: dict[str, str], selected: bool
+) -> None:
+    """Issue 14, finding 6: a claim labelled gpuclaim.io/webhook=disabled skipped every check."""
+    for profile in ("default", "strict"):
+        dra, _pods = render(profile).one("ValidatingWebhookConfiguration")["webhooks"]
+        assert dra["name"] == "dra.validate.gpuclaim.io"
+        assert "objectSelector" not in dra  # no label on the object can switch its validation off
+        assert selects_namespace(dra, labels) is selected
 
 
 def test_extra_excluded_namespaces_are_added(render: Any) -> None:

@@ -184,6 +184,21 @@ spec:
 {{- end }}
 
 {{/* Namespaces and objects both webhooks skip: kube-system, the release namespace, extras, opt-out label. */}}
+{{/*
+Selectors of the DRA validating webhook (ResourceClaims, -Templates, DeviceClasses): no opt-out. The
+`optOutLabel` opt-out concerns Pod conversion only; an object's author must not be able to switch off the
+checks of their own claim by labelling it (issue 14, finding 6). Only kube-system and the release namespace
+(and webhook.excludeNamespaces, set by the admin) are left out, as fail-safe for the control plane.
+*/}}
+{{- define "gpuclaim.draWebhookSelectors" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+        {{- toYaml (concat (list "kube-system" .Release.Namespace) .Values.webhook.excludeNamespaces | uniq) | nindent 8 }}
+{{- end }}
+
 {{- define "gpuclaim.webhookSelectors" -}}
 namespaceSelector:
   matchExpressions:
