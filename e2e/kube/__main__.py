@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import sys
 import time
@@ -108,7 +109,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     finally:
         if stack is not None:
             stack.stop()
-            Stack.down(run)
+            shutil.rmtree(run, ignore_errors=True)
     if args.output == "json":
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:

@@ -71,6 +71,7 @@ class Proc:
     pid: int
     log: Path
     popen: subprocess.Popen[bytes] | None = None  # None when adopted from a state file (`down`)
+    argv: list[str] = field(default_factory=list)
 
     def alive(self) -> bool:
         if self.popen is not None:
@@ -96,7 +97,7 @@ def spawn(name: str, argv: list[str], logs: Path, *, env: dict[str, str] | None 
     with open(log, "ab") as out:
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                  start_new_session=True, env=env or {**os.environ, "PYTHONUNBUFFERED": "1"})
-    return Proc(name, popen.pid, log, popen)
+    return Proc(name, popen.pid, log, popen, argv)
 
 
 def stop_procs(procs: list[Proc], grace: float = STOP_GRACE) -> None:
@@ -318,7 +319,7 @@ class ControlPlane:
 
     def state(self) -> Obj:
         return {"run": str(self.run), "server": self.server, "ports": self.ports,
-                "procs": {n: {"pid": p.pid, "log": str(p.log)} for n, p in self.procs.items()}}
+                "procs": {n: {"pid": p.pid, "log": str(p.log), "argv": p.argv} for n, p in self.procs.items()}}
 
     def save_state(self, extra: Obj | None = None) -> None:
         (self.run / "state.json").write_bytes(orjson.dumps({**self.state(), **(extra or {})},

@@ -97,8 +97,9 @@ class Stack:
 
     def save(self) -> None:
         state = {**self.plane.state(), "kubeconfig": str(self.plane.kubeconfig_path()),
-                 "procs": {n: {"pid": p.pid, "log": str(p.log)} for n, p in self.procs().items()},
-                 "gpuclaimPorts": self.gpuclaim.ports, "timings": self.timings}
+                 "procs": {n: {"pid": p.pid, "log": str(p.log), "argv": p.argv} for n, p in self.procs().items()},
+                 "gpuclaimPorts": self.gpuclaim.ports, "timings": self.timings, "nodes": self.fleet.nodes,
+                 "extenders": self.gpuclaim.extenders(), "skippedChartKinds": self.gpuclaim.skipped_kinds}
         (self.plane.run / "state.json").write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2))
 
     @staticmethod

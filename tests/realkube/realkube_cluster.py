@@ -1,0 +1,167 @@
+"""The real control plane the `realkube` tests share: started once per session with `python -m e2e.kube up
+--detach` (so the CLI contract is exercised too), stopped with `down` at the end; helpers to create workloads, wait
+for the scheduler and stop, pause or restart gpuclaim's servers (their command lines are in state.json)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from e2e.kube import build
+from e2e.kube.api import Api, collection
+from e2e.kube.cluster import Proc, spawn, stop_procs
+from e2e.kube.install import wait_default_sa
+
+Obj = dict[str, Any]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def require_binaries() -> None:
+    """The binaries must be built (CI: .ci/run builds them first). GPUCLAIM_REALKUBE=skip skips instead, for a
+    machine without Go; nothing else does."""
+    try:
+        states = build.status(build.cache_dir() / "bin")
+    except build.BuildError as exc:
+        states = {"go": str(exc)}
+    missing = {name: state for name, state in states.items() if state not in ("ok", "adoptable")}
+    if missing:
+        message = f"real control-plane binaries not built ({missing}): run `python -m e2e.kube build`"
+        if os.environ.get("GPUCLAIM_REALKUBE") == "skip":
+            pytest.skip(message)
+        pytest.fail(message)
+
+
+def up(run: Path, *extra: str) -> tuple[str, Obj]:
+    """`python -m e2e.kube up --detach`; (first stdout line, state.json)."""
+    done = subprocess.run([sys.executable, "-m", "e2e.kube", "up", "--detach", "--run-dir", str(run), *extra],
+                          capture_output=True, text=True, cwd=REPO, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first = done.stdout.splitlines()[0]
+    return first, orjson.loads((run / "state.json").read_bytes())
+
+
+def down(run: Path) -> str:
+    done = subprocess.run([sys.executable, "-m", "e2e.kube", "down", "--run-dir", str(run)], capture_output=True,
+                          text=True, cwd=REPO, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+@dataclass
+class Kube:
+    run: Path
+    kubeconfig: str
+    state: Obj
+    api: Api = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.api = Api(self.state["server"], str(self.run / "pki" / "ca.crt"),
+                       (self.run / "pki" / "admin.token").read_text().strip())
+
+    @property
+    def config_path(self) -> Path:
+        return self.run / "gpuclaim-config.yaml"
+
+    # ---- gpuclaim's processes ------------------------------------------------------------------------------
+    def proc(self, name: str) -> Proc:
+        p = self.state["procs"][name]
+        return Proc(name, int(p["pid"]), Path(p["log"]), argv=list(p["argv"]))
+
+    def stop(self, name: str) -> None:
+        stop_procs([self.proc(name)])
+
+    def start(self, name: str) -> None:
+        """Start `name` again with its recorded command line; wait until it is ready; record the new pid."""
+        old = self.proc(name)
+        if old.alive():
+            return
+        new = spawn(name, old.argv, self.run / "logs")
+        self.state["procs"][name]["pid"] = new.pid
+        (self.run / "state.json").write_bytes(orjson.dumps(self.state, option=orjson.OPT_INDENT_2))
+        port = self.state["gpuclaimPorts"][name]
+        deadline = time.monotonic() + 60
+        while not _ready(self.run / "tls" / "ca.crt", port):
+            assert new.alive(), f"{name} exited on restart: {new.log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, f"{name} not ready 60 s after restart"
+            time.sleep(0.1)
+
+    @contextlib.contextmanager
+    def stopped(self, name: str) -> Iterator[None]:
+        self.stop(name)
+        try:
+            yield
+        finally:
+            self.start(name)
+
+    @contextlib.contextmanager
+    def paused(self, name: str) -> Iterator[None]:
+        """SIGSTOP: the process keeps its socket (the kernel completes handshakes) but answers nothing."""
+        pid = self.proc(name).pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    # ---- workloads -----------------------------------------------------------------------------------------
+    def namespace(self, prefix: str) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        wait_default_sa(self.api, name)
+        return name
+
+    def delete_namespace_pods(self, namespace: str) -> None:
+        """Every pod of the namespace, grace 0 (no kubelet), and wait until they are gone."""
+        for pod in self.api.list("Pod", namespace):
+            self.api.delete(f"{collection('Pod', namespace)}/{pod['metadata']['name']}")
+        deadline = time.monotonic() + 60
+        while self.api.list("Pod", namespace) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def wait_bound(self, namespace: str, name: str, timeout: float = 30) -> Obj:
+        deadline = time.monotonic() + timeout
+        while True:
+            pod = self.api.get(f"{collection('Pod', namespace)}/{name}")
+            if pod["spec"].get("nodeName") or time.monotonic() > deadline:
+                return pod
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        self.api.close()
+
+
+def _ready(ca: Path, port: int) -> bool:
+    import ssl
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=str(ca))
+    context.check_hostname = False
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context, timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def gpu_pod(name: str, namespace: str, gpus: int | str = 1, resource: str = "nvidia.com/gpu", **meta: Any) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, **meta},
+            "spec": {"containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                                     "resources": {"limits": {resource: gpus}}}]}}
+
+
+def cpu_pod(name: str, namespace: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "main", "image": "busybox:1.37",
+                                     "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}]}}
