@@ -28,3 +28,4 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     finally:
         cluster.close()
         down(run)
+        cluster.reap()

@@ -65,6 +65,7 @@ class Kube:
     kubeconfig: str
     state: Obj
     api: Api = field(init=False)
+    restarted: list[Proc] = field(default_factory=list)  # children of this process: reaped after `down`
 
     def __post_init__(self) -> None:
         self.api = Api(self.state["server"], str(self.run / "pki" / "ca.crt"),
@@ -88,6 +89,7 @@ class Kube:
         if old.alive():
             return
         new = spawn(name, old.argv, self.run / "logs")
+        self.restarted.append(new)
         self.state["procs"][name]["pid"] = new.pid
         (self.run / "state.json").write_bytes(orjson.dumps(self.state, option=orjson.OPT_INDENT_2))
         port = self.state["gpuclaimPorts"][name]
@@ -140,6 +142,11 @@ class Kube:
 
     def close(self) -> None:
         self.api.close()
+
+    def reap(self) -> None:
+        for proc in self.restarted:
+            assert proc.popen is not None
+            proc.popen.wait(30)
 
 
 def _ready(ca: Path, port: int) -> bool:

@@ -1,0 +1,165 @@
+"""Failure modes, dryRun and garbage collection on the real control plane, with the chart's registrations.
+
+The chart's defaults: both webhooks failurePolicy Ignore, timeoutSeconds 5, matchConditions that send only GPU
+pods; the extender prioritize-only and ignorable. CPU pods must always be created and scheduled; GPU pods follow
+the failurePolicy (Ignore: created unconverted, and with no device plugin they stay Pending; Fail: refused).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from realkube_cluster import Kube, cpu_pod, gpu_pod
+
+from e2e.kube.api import collection
+
+MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpuclaim-webhook"
+TIMEOUT_SECONDS = 5  # the chart's default webhook.mutating/validating.timeoutSeconds
+
+
+@pytest.fixture
+def ns(kube: Kube) -> Iterator[str]:
+    name = kube.namespace("fail")
+    yield name
+    kube.delete_namespace_pods(name)
+    kube.api.delete(f"/api/v1/namespaces/{name}", grace=None)
+
+
+@contextlib.contextmanager
+def failure_policy(kube: Kube, policy: str) -> Iterator[None]:
+    """The mutating registration with `policy` (the chart's `webhook.mutating.failurePolicy`), restored after."""
+    original = kube.api.get(MUTATING)
+    changed = {**original, "webhooks": [{**h, "failurePolicy": policy} for h in original["webhooks"]]}
+    kube.api.call("PUT", MUTATING, changed)
+    try:
+        yield
+    finally:
+        current = kube.api.get(MUTATING)
+        kube.api.call("PUT", MUTATING, {**current, "webhooks": original["webhooks"]})
+
+
+def create(kube: Kube, obj: dict) -> tuple[int, dict, float]:
+    started = time.monotonic()
+    status, body = kube.api.request("POST", collection("Pod", obj["metadata"]["namespace"]), obj)
+    return status, body, time.monotonic() - started
+
+
+def assert_cpu_pod_scheduled(kube: Kube, ns: str, name: str) -> float:
+    status, body, seconds = create(kube, cpu_pod(name, ns))
+    assert status == 201, body
+    assert kube.wait_bound(ns, name)["spec"].get("nodeName"), f"CPU pod {name} not scheduled"
+    return seconds
+
+
+def assert_converted_and_scheduled(kube: Kube, ns: str, name: str) -> dict:
+    status, body, _ = create(kube, gpu_pod(name, ns))
+    assert status == 201, body
+    assert body["spec"].get("resourceClaims"), "GPU pod not converted"
+    pod = kube.wait_bound(ns, name)
+    assert pod["spec"].get("nodeName"), f"GPU pod {name} not scheduled: {pod['status']}"
+    return pod
+
+
+def test_webhook_stopped_ignore_cpu_pods_scheduled_gpu_pods_unconverted_and_pending(kube: Kube, ns: str) -> None:
+    with kube.stopped("webhook"):
+        assert_cpu_pod_scheduled(kube, ns, "cpu-1")
+        status, body, _ = create(kube, gpu_pod("gpu-1", ns))
+        assert status == 201, body  # Ignore: admitted as written
+        assert not body["spec"].get("resourceClaims")
+        assert body["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        pod = kube.wait_bound(ns, "gpu-1", timeout=3)
+        assert not pod["spec"].get("nodeName")  # no node advertises nvidia.com/gpu: Pending, not mis-placed
+    # back up: GPU pods are converted and scheduled again
+    assert_converted_and_scheduled(kube, ns, "gpu-2")
+
+
+def test_webhook_stopped_fail_refuses_gpu_pods_only(kube: Kube, ns: str) -> None:
+    with failure_policy(kube, "Fail"), kube.stopped("webhook"):
+        status, body, _ = create(kube, gpu_pod("gpu-1", ns))
+        assert status == 500 and "failed calling webhook" in body["message"], body
+        assert "pods.mutate.gpuclaim.io" in body["message"]
+        assert_cpu_pod_scheduled(kube, ns, "cpu-1")  # matchConditions: never sent, never blocked
+
+
+def test_webhook_slower_than_its_timeout(kube: Kube, ns: str) -> None:
+    with kube.paused("webhook"):
+        cpu_seconds = assert_cpu_pod_scheduled(kube, ns, "cpu-1")
+        assert cpu_seconds < TIMEOUT_SECONDS / 2, f"a CPU pod waited {cpu_seconds:.1f}s on a hung webhook"
+        status, body, gpu_seconds = create(kube, gpu_pod("gpu-1", ns))
+        assert status == 201, body  # Ignore: after the timeout, admitted unconverted
+        assert not body["spec"].get("resourceClaims")
+        # the mutating call times out, then the validating one (the legacy GPU limit is still there)
+        assert TIMEOUT_SECONDS - 0.5 <= gpu_seconds <= 2 * TIMEOUT_SECONDS + 5, gpu_seconds
+    with failure_policy(kube, "Fail"), kube.paused("webhook"):
+        status, body, seconds = create(kube, gpu_pod("gpu-2", ns))
+        assert status == 500 and "context deadline exceeded" in body["message"], body
+        assert seconds <= TIMEOUT_SECONDS + 5
+    assert_converted_and_scheduled(kube, ns, "gpu-3")
+
+
+def test_extender_stopped_every_pod_is_still_scheduled(kube: Kube, ns: str) -> None:
+    with kube.stopped("extender"):
+        assert_cpu_pod_scheduled(kube, ns, "cpu-1")
+        pod = assert_converted_and_scheduled(kube, ns, "gpu-1")  # ignorable: scheduled without scores
+        claims = kube.api.list("ResourceClaim", ns)
+        assert len(claims) == 1 and claims[0]["status"]["allocation"]["devices"]["results"]
+        assert claims[0]["status"]["reservedFor"][0]["uid"] == pod["metadata"]["uid"]
+
+
+def test_dry_run_creates_nothing(kube: Kube, ns: str, tmp_path) -> None:
+    before = {t["metadata"]["name"] for t in kube.api.list("ResourceClaimTemplate", ns)}
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(gpu_pod("dry", ns, 2)))
+    done = subprocess.run(["kubectl", "--kubeconfig", kube.kubeconfig, "create", "--dry-run=server", "-o", "yaml",
+                           "-f", str(manifest)], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    answered = yaml.safe_load(done.stdout)
+    template = answered["spec"]["resourceClaims"][0]["resourceClaimTemplateName"]  # converted in the answer
+    assert "nvidia.com/gpu" not in answered["spec"]["containers"][0]["resources"].get("limits", {})
+    assert kube.api.request("GET", f"{collection('Pod', ns)}/dry")[0] == 404
+    after = {t["metadata"]["name"] for t in kube.api.list("ResourceClaimTemplate", ns)}
+    assert after == before and template not in after  # sideEffects NoneOnDryRun: no template made
+    # the same pod for real makes the template, exactly once
+    status, body, _ = create(kube, gpu_pod("real", ns, 2))
+    assert status == 201 and body["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == template
+    assert {t["metadata"]["name"] for t in kube.api.list("ResourceClaimTemplate", ns)} == before | {template}
+
+
+def test_deployment_claims_are_garbage_collected_with_the_pods(kube: Kube, ns: str) -> None:
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "trainer"}},
+                 "template": {"metadata": {"labels": {"app": "trainer"}},
+                              "spec": gpu_pod("x", ns)["spec"]}}}
+    kube.api.create(deployment)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pods = kube.api.list("Pod", ns)
+        claims = kube.api.list("ResourceClaim", ns)
+        if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods) and len(claims) == 3 and all(
+                (c.get("status") or {}).get("allocation") for c in claims):
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"3 scheduled pods with 3 allocated claims: got {len(pods)} pods, {len(claims)} claims")
+    uids = {p["metadata"]["uid"] for p in pods}
+    owners = {o["uid"] for c in claims for o in c["metadata"]["ownerReferences"] if o["kind"] == "Pod"}
+    assert owners == uids  # one claim per pod, owned by it
+    assert len({r["device"] + r["pool"] for c in claims for r in c["status"]["allocation"]["devices"]["results"]}) \
+        == 3  # three distinct devices
+    # delete the Deployment; its pods are bound, so (no kubelet) delete them with grace 0 as a kubelet would confirm
+    kube.api.delete(f"/apis/apps/v1/namespaces/{ns}/deployments/trainer", grace=None)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for pod in kube.api.list("Pod", ns):
+            kube.api.delete(f"{collection('Pod', ns)}/{pod['metadata']['name']}")
+        if not kube.api.list("Pod", ns) and not kube.api.list("ResourceClaim", ns):
+            break
+        time.sleep(0.5)
+    assert kube.api.list("Pod", ns) == []
+    assert kube.api.list("ResourceClaim", ns) == [], "claims not garbage-collected with their pods"
