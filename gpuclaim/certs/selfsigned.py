@@ -1,6 +1,6 @@
 """Issue a private CA and the webhook's serving certificate with `cryptography`.
 
-Pure apart from key generation: the clock is an argument. Validity choices (see README, "Certificates"):
+Pure apart from key generation: the clock is an argument. Validity choices (see docs/certificates.md):
 the CA lives 10 years like kubeadm's, because rotating it needs the overlap dance through every
 webhook configuration; the serving certificate lives 1 year (kubeadm's serving certs, and below
 the 398 days clients start to frown at), renewed automatically well before it ends.

@@ -2,7 +2,7 @@
 
 Flags override the config file's `webhook` section. The certificate pair is required (the apiserver only calls
 webhooks over HTTPS) and is reloaded when the files change. The cluster view starts when `--kubeconfig` is given
-or the process runs in a pod; without either the server runs without a cluster (see README, "The admission server").
+or the process runs in a pod; without either the server runs without a cluster (see docs/operations.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`gpuclaim demo`: the whole path on loopback, real processes, an embedded sample fleet (see README, "gpuclaim demo").
+"""`gpuclaim demo`: the whole path on loopback, real processes, an embedded sample fleet (see docs/demo.md).
 
     report = run_demo(workdir, keep=False)   # the report dict (`gpuclaim demo -o json` prints it)
 """

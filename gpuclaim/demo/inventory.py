@@ -1,4 +1,4 @@
-"""The demo's embedded sample fleet, built from the real ResourceSlices in `e2e/demo/fleet/` (see its README.md).
+"""The demo's embedded sample fleet, built from the real ResourceSlices in `gpuclaim/demo/fleet/` (see its README.md).
 
 - 8 H100 nodes (`p5-h100-0..7`): the `gpu.nvidia.com` and `compute-domain.nvidia.com` slices of the two real AWS
   p5.48xlarge nodes, each GPU on its own PCIe root;

@@ -56,7 +56,7 @@ def _wrapped(out: TextIO, label: str, text: str, indent: int = 4) -> None:
 def render(report: Obj, out: TextIO) -> None:
     stack, fleet = report["stack"], report["fleet"]
     _line(out, "gpuclaim demo: legacy GPU workloads through the webhook, the DRA allocator and the extender")
-    _line(out, "(on a Kubernetes API double and a kube-scheduler double, not a real cluster; see README)")
+    _line(out, "(on a Kubernetes API double and a kube-scheduler double, not a real cluster; see docs/dev/doubles.md)")
     _line(out)
     _line(out, f"fleet: {fleet['summary']}")
     for note in fleet["provenance"]:

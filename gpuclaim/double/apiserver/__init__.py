@@ -1,4 +1,4 @@
-"""A Kubernetes API double for tests, not a kube-apiserver (README, "The Kubernetes API double": what it models)."""
+"""A Kubernetes API double for tests, not a kube-apiserver (docs/dev/doubles.md: what it models)."""
 
 from gpuclaim.double.apiserver.admission import Admission, AdmissionAttributes
 from gpuclaim.double.apiserver.app import Settings, create_app
