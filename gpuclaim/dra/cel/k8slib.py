@@ -142,17 +142,18 @@ FUNCS[("max", True)] = lambda lst: _extreme(lst, 1, "max")
 # -- regex --------------------------------------------------------------------------------------------
 @impl("find", member=True)
 def _find(s: object, pattern: object) -> str:
-    m = regex.compile_re2(_str(pattern)).search(_str(s))
-    return "" if m is None else m.group(0)
+    try:
+        return regex.find(_str(s), _str(pattern))
+    except regex.RegexError as exc:
+        fail(f"error parsing regexp: {exc}")
 
 
 @impl("findAll", member=True)
 def _find_all(s: object, pattern: object, limit: object = -1) -> list[str]:
-    n = _int(limit)
-    if n == 0:
-        return []
-    found = [m.group(0) for m in regex.compile_re2(_str(pattern)).finditer(_str(s))]
-    return found if n < 0 else found[:n]
+    try:
+        return regex.find_all(_str(s), _str(pattern), _int(limit))
+    except regex.RegexError as exc:
+        fail(f"error parsing regexp: {exc}")
 
 
 # -- URL, IP, CIDR ------------------------------------------------------------------------------------

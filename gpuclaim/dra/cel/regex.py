@@ -1,47 +1,82 @@
-"""RE2 patterns on Python's ``re``: translate what differs, refuse what RE2 would refuse.
+"""CEL regular expressions with Kubernetes' semantics: RE2 (google-re2), linear time in the input.
 
-Kubernetes CEL regexes are RE2. Python's engine accepts constructs RE2 does not (backreferences,
-look-around, atomic groups, possessive quantifiers): those are refused here, so a selector that the
-apiserver rejects is not accepted by gpuclaim. ``\\z`` (RE2's end of text) maps to Python's ``\\Z``
-and POSIX classes (``[[:digit:]]``) to their ASCII sets.
+kube-apiserver and kube-scheduler run cel-go, whose ``matches``, ``find`` and ``findAll`` use Go's
+``regexp`` package: RE2 syntax, repeat counts up to 1000, no backreferences or look-around, and no
+exponential backtracking (``"aaaa…!".matches("^(a+)+$")`` is linear). google-re2 is the same engine
+family; where Go's dialect is narrower than RE2's C++ one (``\\C``, "any byte", which Go refuses) the
+pattern is refused here as well. Compiled patterns are cached: selectors repeat.
 """
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
+from typing import Any
 
-_POSIX = {
-    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7F", "blank": "\\t ", "cntrl": "\\x00-\\x1F\\x7F",
-    "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~", "punct": "!-/:-@\\[-`{-~",
-    "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z", "word": "0-9A-Za-z_", "xdigit": "0-9A-Fa-f",
-}
-_UNSUPPORTED = (
-    (re.compile(r"\(\?[=!]"), "look-ahead is not supported"),
-    (re.compile(r"\(\?<[=!]"), "look-behind is not supported"),
-    (re.compile(r"\(\?>"), "atomic groups are not supported"),
-    (re.compile(r"\\[1-9]"), "backreferences are not supported"),
-    (re.compile(r"[*+?}]\+"), "possessive quantifiers are not supported"),
-    (re.compile(r"\\Z"), "\\Z is not supported"),
-)
+import re2
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # the error comes back as an exception; RE2's own log line is noise
 
 
-@lru_cache(maxsize=256)
-def compile_re2(pattern: str) -> re.Pattern[str]:
-    """Compile an RE2 pattern; raise ``re.error`` for one RE2 refuses (cached: patterns repeat)."""
-    scrubbed = re.sub(r"\\\\", "", pattern)  # an escaped backslash never starts a construct
-    for probe, why in _UNSUPPORTED:
-        if probe.search(scrubbed):
-            raise re.error(why)
-    translated = pattern.replace("(?<", "(?P<").replace("(?P<=", "(?<=").replace("(?P<!", "(?<!")
-    translated = re.sub(r"(?<!\\)\\z", r"\\Z", translated)
-    translated = re.sub(r"\[:(\^?)(\w+):\]", lambda m: _posix(m.group(1), m.group(2)), translated)
-    return re.compile(translated)
+class RegexError(ValueError):
+    """A pattern Go's regexp (and so the apiserver) refuses."""
 
 
-def _posix(neg: str, name: str) -> str:
-    if name not in _POSIX:
-        raise re.error(f"invalid character class range: [:{name}:]")
-    if neg:
-        raise re.error("negated POSIX classes are not supported")
-    return _POSIX[name]
+def _go_refuses(pattern: str) -> str | None:
+    """Constructs RE2 (C++) accepts and Go's regexp does not."""
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            if pattern[i + 1] == "C":
+                return "invalid escape sequence: `\\C`"
+            i += 2
+            continue
+        i += 1
+    return None
+
+
+@lru_cache(maxsize=512)
+def compile_re2(pattern: str) -> Any:
+    """Compile an RE2 pattern; raise :class:`RegexError` for one Go's regexp refuses."""
+    why = _go_refuses(pattern)
+    if why is not None:
+        raise RegexError(why)
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        raise RegexError(detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)) from None
+
+
+def matches(text: str, pattern: str) -> bool:
+    return compile_re2(pattern).search(text) is not None
+
+
+def find(text: str, pattern: str) -> str:
+    m = compile_re2(pattern).search(text)
+    return "" if m is None else str(m.group(0))
+
+
+def find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    """Go's ``FindAllString(text, limit)``: leftmost-first matches, an empty match right after the previous
+    match is skipped (not returned), as Go does."""
+    if limit == 0:
+        return []
+    regexp = compile_re2(pattern)
+    out: list[str] = []
+    pos, prev_end = 0, -1
+    while pos <= len(text) and (limit < 0 or len(out) < limit):
+        m = regexp.search(text, pos)
+        if m is None:
+            break
+        start, end = m.span()
+        accept = True
+        if end == pos:  # an empty match at pos
+            accept = start != prev_end  # never right after the previous match
+            pos += 1
+        else:
+            pos = end
+        prev_end = end
+        if accept:
+            out.append(text[start:end])
+    return out

@@ -76,7 +76,10 @@ def _ends(s: object, p: object) -> bool:
 
 
 def _matches(s: object, pattern: object) -> bool:
-    return regex.compile_re2(_str(pattern)).search(_str(s)) is not None
+    try:
+        return regex.matches(_str(s), _str(pattern))
+    except regex.RegexError as exc:
+        fail(f"error parsing regexp: {exc}")
 
 
 FUNCS[("matches", True)] = FUNCS[("matches", False)] = _matches

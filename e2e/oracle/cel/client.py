@@ -1,0 +1,163 @@
+"""Client of the CEL oracle: one long-lived Go process, one JSON line per request each way.
+
+``match`` is what a user meets: kube-apiserver validating a new selector (length, NewExpressions environment,
+cost limit), then kube-scheduler evaluating it on a device (StoredExpressions, ``DeviceMatches``). ``eval``
+returns the value of any expression in the scheduler's environment, typed (see :func:`render`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from e2e.oracle import gobuild
+
+FOLDER = Path(__file__).resolve().parent
+
+
+class OracleError(RuntimeError):
+    """The oracle process died, or answered something that is not a reply to the request sent."""
+
+
+def binary() -> Path:
+    """The oracle's binary (built on first use; cached by source hash)."""
+    return gobuild.build(FOLDER, "cel-oracle")
+
+
+def device_json(device: Any) -> dict[str, Any]:
+    """A ``gpuclaim.dra.cel.Device`` as the oracle's resource.k8s.io/v1 device fields."""
+    attributes: dict[str, Any] = {}
+    for name, value in device.attributes.items():
+        if type(value) is bool:
+            attributes[name] = {"bool": value}
+        elif type(value) is int:
+            attributes[name] = {"int": value}
+        elif type(value) is str:
+            attributes[name] = {"string": value}
+        else:
+            attributes[name] = {"version": str(value)}
+    capacity = {name: {"value": str(q)} for name, q in device.capacity.items()}
+    out: dict[str, Any] = {"driver": device.driver, "attributes": attributes, "capacity": capacity}
+    multi = getattr(device, "allow_multiple_allocations", None)
+    if multi is not None:
+        out["allowMultipleAllocations"] = bool(multi)
+    return out
+
+
+class CelOracle:
+    """``match_many`` / ``eval_many`` stream a batch through the same process; replies in request order."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._proc = subprocess.Popen([str(path or binary())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1)  # fmt: skip
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> CelOracle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        proc = self._proc
+        if proc.poll() is None:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def match(self, expr: str, device: Any, *, env: str = "new") -> dict[str, Any]:
+        return self.match_many([(expr, device)], env=env)[0]
+
+    def match_many(self, cases: Sequence[tuple[str, Any]], *, env: str = "new") -> list[dict[str, Any]]:
+        return self._run([{"op": "match", "expr": e, "env": env, "device": device_json(d)} for e, d in cases])
+
+    def eval(self, expr: str, device: Any) -> dict[str, Any]:
+        return self.eval_many([(expr, device)])[0]
+
+    def eval_many(self, cases: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
+        return self._run([{"op": "eval", "expr": e, "device": device_json(d)} for e, d in cases])
+
+    def _run(self, requests: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Lines are written from a thread so that a long batch cannot deadlock on the pipes."""
+        with self._lock:
+            proc = self._proc
+            assert proc.stdin is not None and proc.stdout is not None
+            first = self._next
+            self._next += len(requests)
+            lines = [json.dumps({**r, "id": first + i}) + "\n" for i, r in enumerate(requests)]
+            writer = threading.Thread(target=_write, args=(proc.stdin, lines), daemon=True)
+            writer.start()
+            out = []
+            for i in range(len(requests)):
+                line = proc.stdout.readline()
+                if not line:
+                    err = proc.stderr.read() if proc.stderr is not None else ""
+                    raise OracleError(f"CEL oracle exited ({proc.poll()}): {err[-2000:]}")
+                reply = json.loads(line)
+                if reply.get("id") != first + i:
+                    raise OracleError(f"reply {reply.get('id')} out of order, expected {first + i}")
+                if reply.get("stage") in ("protocol", "panic"):
+                    raise OracleError(f"oracle {reply['stage']} on {requests[i]!r}: {reply.get('error')}")
+                out.append(reply)
+            writer.join()
+            return out
+
+
+def _write(stream: IO[str], lines: list[str]) -> None:
+    for line in lines:
+        stream.write(line)
+    stream.flush()
+
+
+def render(value: Any) -> Any:
+    """A gpuclaim CEL runtime value in the oracle's typed rendering (map entries sorted, as by :func:`canonical`)."""
+    from gpuclaim.dra.cel.values import Optional, TypeValue, format_double, type_name
+
+    tn = type_name(value)
+    if tn == "bool":
+        return {"type": "bool", "value": value}
+    if tn in ("int", "uint"):
+        return {"type": tn, "value": str(int(value))}
+    if tn == "double":
+        return {"type": "double", "value": format_double(value)}
+    if tn == "string":
+        return {"type": "string", "value": value}
+    if tn == "bytes":
+        return {"type": "bytes", "value": base64.b64encode(value).decode()}
+    if tn == "null_type":
+        return {"type": "null_type"}
+    if type(value) is Optional:
+        return {"type": "optional_type", "value": render(value.value)} if value.present else {"type": "optional_type"}
+    if type(value) is TypeValue:
+        return {"type": "type", "value": str(value)}
+    if tn == "list":
+        return {"type": "list", "value": [render(x) for x in value]}
+    if tn == "map":
+        return {"type": "map", "value": [[render(k), render(v)] for k, v in value.items()]}
+    return {"type": tn, "value": str(value)}
+
+
+def canonical(rendered: Any) -> Any:
+    """Map entries in a stable order (Go and Python iterate maps differently)."""
+    if isinstance(rendered, dict):
+        if rendered.get("type") == "map":
+            entries = [[canonical(k), canonical(v)] for k, v in rendered.get("value") or []]
+            entries.sort(key=lambda kv: json.dumps(kv[0], sort_keys=True))
+            return {"type": "map", "value": entries}
+        return {k: canonical(v) for k, v in rendered.items()}
+    if isinstance(rendered, list):
+        return [canonical(x) for x in rendered]
+    return rendered
