@@ -177,6 +177,11 @@ class ValidationConfig:
     no_match: Literal["warn", "deny"] = "warn"
     pod_policy: Literal["off", "warn", "deny"] = "off"
     admin_access: Literal["enforce", "off"] = "enforce"
+    #: the CEL selectors of one object, all together, in UTF-8 bytes (issue 14, finding 2): more is denied
+    #: naming the first selector past the budget, before anything is compiled
+    max_selector_bytes: int = field(default=64 * 1024, metadata=_meta(_positive))
+    #: compiling one object's new selectors (off the event loop) must finish within this; else a denial
+    compile_deadline_seconds: float = field(default=2.0, metadata=_meta(_positive))
 
 
 # --- servers (issues 6, 7) ---

@@ -10,10 +10,12 @@ check is logged with the uid and answered per `webhook.internalErrorPolicy`, nev
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import functools
 import logging
 import re
+import threading
 import types
 from collections.abc import Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -288,9 +290,13 @@ class CoreChecks:
             # cache keys on its identity)
             classes = cache.inventory.parsed_classes()
             labels = cache.namespace_labels(request.namespace) if request.namespace else None
-        entry = self.conversions.lookup(request.object, config=conversion_config, device_classes=classes,
-                                        namespace_labels=labels, namespace=request.namespace or None,
-                                        own_namespace=self.own_namespace)
+        try:
+            entry = self.conversions.lookup(request.object, config=conversion_config, device_classes=classes,
+                                            namespace_labels=labels, namespace=request.namespace or None,
+                                            own_namespace=self.own_namespace)
+        except (RecursionError, OverflowError, MemoryError) as exc:
+            # never admitted unconverted by accident: a clear denial, not the internal-error policy's "allow"
+            return Outcome(errors=(_too_big(exc),))
         conversion = entry.conversion
         prepared: _Prepared | None = entry.derived.get("webhook")
         if prepared is None:
@@ -335,17 +341,76 @@ class CoreChecks:
             self._live = (ctx.cluster, LiveInventory(ctx.cluster))
         return self._live[1]
 
+    async def _compile_first(self, request: review.Request, ctx: Context) -> FieldError | None:
+        """Bounded compile work per request (`webhook.validate.budget`): the byte budget over the object's
+        selectors, then the big ones compiled in the worker thread under the deadline. None: go on."""
+        from gpuclaim.webhook.validate import budget
+
+        if request.operation not in ("CREATE", "UPDATE") or request.kind.group != "resource.k8s.io":
+            return None
+        found = list(budget.expressions(request.object))
+        settings = ctx.config.validation
+        refused = budget.over_budget(found, settings.max_selector_bytes)
+        if refused is not None:
+            return refused
+        big = [e for e in found if e.size > budget.INLINE_BYTES]
+        if not big:
+            return None
+        modes: tuple[Any, ...] = ("new", "stored") if request.operation == "UPDATE" else ("new",)
+        stop = threading.Event()
+        progress = [0]
+        work = asyncio.get_running_loop().run_in_executor(
+            _compile_pool(), functools.partial(budget.precompile, big, modes=modes, stop=stop, progress=progress))
+        try:
+            await asyncio.wait_for(asyncio.shield(work), settings.compile_deadline_seconds)
+        except TimeoutError:
+            stop.set()  # the worker stops before its next selector
+            late = big[min(progress[0], len(big) - 1)]
+            return FieldError.forbidden(late.path, (
+                f"compiling this object's CEL selectors ({len(big)} of more than {budget.INLINE_BYTES} bytes, "
+                f"{sum(e.size for e in big)} bytes) did not finish within {settings.compile_deadline_seconds:g}s "
+                f"(validation.compileDeadlineSeconds); {progress[0]} were compiled, this one was not"))
+        finally:
+            stop.set()
+        return None
+
     async def validate(self, request: review.Request, ctx: Context) -> Outcome:
         from gpuclaim.webhook import validate
 
         if request.object is None and request.operation in ("CREATE", "UPDATE"):
             return Outcome(errors=(FieldError.required(Path.root("request", "object")),))
+        refused = await self._compile_first(request, ctx)
+        if refused is not None:
+            return Outcome(errors=(refused,))
         inventory = self._inventory(ctx)
-        verdict = validate.validate_object(request.object, operation=request.operation,
-                                           old_object=request.old_object, namespace=request.namespace or None,
-                                           inventory=inventory, config=ctx.config)
+        try:
+            verdict = validate.validate_object(request.object, operation=request.operation,
+                                               old_object=request.old_object, namespace=request.namespace or None,
+                                               inventory=inventory, config=ctx.config)
+        except (RecursionError, OverflowError, MemoryError) as exc:
+            # a hostile object, not a bug of ours: a field error, not an internal error with a traceback
+            return Outcome(errors=(_too_big(exc),))
         notices = tuple(Notice("validation", w) for w in verdict.warnings)
         return Outcome(errors=tuple(verdict.denials), warnings=notices)
+
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _compile_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """One worker thread for every big compile of the process: a flood of hostile selectors takes at most that
+    thread (the event loop keeps the GIL every switch interval, 5 ms), never the loop itself."""
+    global _POOL
+    if _POOL is None:
+        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuclaim-cel-compile")
+    return _POOL
+
+
+def _too_big(exc: BaseException) -> FieldError:
+    texts: dict[type[BaseException], str] = {RecursionError: "is nested too deeply",
+                                             OverflowError: "holds a number too large", MemoryError: "is too large"}
+    what = texts.get(type(exc), "cannot be processed")
+    return FieldError.forbidden(Path.root("spec"), f"the object {what} for gpuclaim to check ({type(exc).__name__})")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,18 @@ from typing import Any, TextIO
 
 import orjson
 
+#: a traceback in the log is cut to its first and last lines beyond this (issue 14, finding 8: a RecursionError
+#: logged ~124 KB per request); a log line stays bounded whatever the request
+MAX_EXCEPTION_CHARS = 8192
+
+
+def bounded_exception(text: str, limit: int = MAX_EXCEPTION_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... ({len(text) - 2 * half} characters of traceback left out) ...\n{text[-half:]}"
+
+
 # attributes every LogRecord has: anything else on a record came from `extra`
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
 
@@ -30,7 +42,7 @@ class JsonFormatter(logging.Formatter):
             if key not in _STANDARD and not key.startswith("_"):
                 out[key] = value
         if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
+            out["exception"] = bounded_exception(self.formatException(record.exc_info))
         return orjson.dumps(out, default=str).decode()
 
 
@@ -41,7 +53,7 @@ class TextFormatter(logging.Formatter):
         extras = " ".join(f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_"))
         line = f"{record.levelname.lower():7} {record.name}: {record.getMessage()}" + (f" {extras}" if extras else "")
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            line += "\n" + bounded_exception(self.formatException(record.exc_info))
         return line
 
 

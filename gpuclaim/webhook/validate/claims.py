@@ -10,6 +10,7 @@ from gpuclaim.dra.fieldpath import FieldError
 
 from . import dryrun, selectors, structure
 from .adminaccess import check_admin_access
+from .budget import compile_guarded
 from .inventory import DeviceIndex, Inventory, Unknown
 from .verdict import Findings
 
@@ -84,7 +85,7 @@ def _stored(device_class: api.DeviceClass) -> list[cel.CompiledSelector] | None:
     out = []
     for selector in device_class.selectors:
         try:
-            out.append(cel.compile_selector(selector.expression, mode="stored"))
+            out.append(compile_guarded(selector.expression, mode="stored"))
         except cel.CelCompileError:
             return None
     return out

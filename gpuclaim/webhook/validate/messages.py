@@ -117,7 +117,8 @@ def quantity_traps(devices: Iterable[api.Device], selector: cel.CompiledSelector
     notes = []
     for text, literal in literals:
         for value in sorted(offered, key=str):
-            if value.compare(literal) < 0 and value.as_approximate_float() >= 0.9 * literal.as_approximate_float():
+            # exact arithmetic: a float overflowed on quantity('1e400') (issue 14, finding 8)
+            if value.compare(literal) < 0 and value.value * 10 >= literal.value * 9:
                 notes.append(
                     f"{value} is less than {text} ({text} = {literal.as_integer()} bytes, {value} = "
                     f"{value.as_integer()}): devices publish their exact size, below the marketing size"

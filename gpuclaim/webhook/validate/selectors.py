@@ -14,6 +14,7 @@ from gpuclaim.dra import cel
 from gpuclaim.dra.api import Selector
 from gpuclaim.dra.fieldpath import ErrorType, FieldError
 
+from .budget import compile_guarded
 from .verdict import Findings
 
 __all__ = ["compile_all", "compile_error"]
@@ -41,7 +42,7 @@ def compile_all(
     out: list[cel.CompiledSelector | None] = []
     for selector in selectors:
         try:
-            out.append(cel.compile_selector(selector.expression, mode=mode))
+            out.append(compile_guarded(selector.expression, mode=mode))
         except cel.CelCompileError as err:
             out.append(None)
             if not (err.kind == "too_long" and selector.path in too_long):

@@ -77,3 +77,27 @@ def test_the_text_format_is_one_readable_line() -> None:
     record.uid = "u-1"
     handler.emit(record)
     assert stream.getvalue() == "info    gpuclaim.webhook: denied uid=u-1\n"
+
+
+def _deep(n: int) -> None:
+    if n:
+        _deep(n - 1)
+    raise RecursionError("maximum recursion depth exceeded in " + "(" * 200_000)
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_deep_traceback_is_logged_bounded(fmt: str) -> None:
+    """Issue 14, finding 8: a RecursionError logged ~124 KB per request."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(wlogging.JsonFormatter() if fmt == "json" else wlogging.TextFormatter())
+    try:
+        _deep(600)
+    except RecursionError:
+        import sys
+        record = logging.LogRecord("gpuclaim.webhook", logging.ERROR, "", 0, "admission check failed", None,
+                                   sys.exc_info())
+    handler.emit(record)
+    text = stream.getvalue()
+    assert len(text) < wlogging.MAX_EXCEPTION_CHARS + 500
+    assert "characters of traceback left out" in text and "RecursionError" in text

@@ -1,0 +1,198 @@
+"""Issue 14: hostile objects against the webhook with the real cores, over TLS: each is answered with a
+field error (never a 500, never admitted by accident), and /healthz keeps answering meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from server_helpers import Server, client_ssl, make_config, pod_review, reloader_for, start
+from test_server_cores import double, live  # noqa: F401  (fixtures: the API double and the server on it)
+
+from gpuclaim.double import tls as selfsigned
+from gpuclaim.webhook import admit, app
+
+
+@pytest.fixture
+async def cores(tls_files: selfsigned.TlsFiles) -> AsyncIterator[Server]:
+    """The real cores without a cluster (validation compiles; cluster checks are skipped)."""
+    application = app.create_app(make_config(), checks=admit.core_checks(own_namespace="gpuclaim"),
+                                 reloader=reloader_for(tls_files))
+    runner, url = await start(application)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
+    try:
+        yield Server(url, application, session, None, tls_files.ca_pem)
+    finally:
+        await session.close()
+        await runner.cleanup()
+
+
+def selector(tag: str, size: int = 10_000) -> str:
+    """A valid ~`size`-byte OR chain of productName comparisons, distinct per tag (so nothing is cached)."""
+    parts: list[str] = []
+    while sum(len(p) + 4 for p in parts) < size - 120:
+        parts.append(f"device.attributes['gpu.nvidia.com'].productName == 'NVIDIA-{tag}-{len(parts)}'")
+    return " || ".join(parts)
+
+
+def claim_review(requests: list[dict[str, Any]], *, uid: str = "u-claim") -> dict[str, Any]:
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "c", "namespace": "gpu-test1"}, "spec": {"devices": {"requests": requests}}}
+    doc = pod_review(uid=uid)
+    doc["request"].update(kind={"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaim"},
+                          resource={"group": "resource.k8s.io", "version": "v1", "resource": "resourceclaims"},
+                          requestKind={"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaim"},
+                          requestResource={"group": "resource.k8s.io", "version": "v1", "resource": "resourceclaims"},
+                          name="c", object=claim)
+    return doc
+
+
+def one(expression: str) -> list[dict[str, Any]]:
+    return [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                        "selectors": [{"cel": {"expression": expression}}]}}]
+
+
+def flood(n_requests: int, n_sub: int, tag: str) -> list[dict[str, Any]]:
+    return [{"name": f"r{r}", "firstAvailable": [
+        {"name": f"s{s}", "deviceClassName": "gpu.nvidia.com",
+         "selectors": [{"cel": {"expression": selector(f"{tag}-{r}-{s}")}}]} for s in range(n_sub)]}
+        for r in range(n_requests)]
+
+
+async def probe(server: Server, until: asyncio.Event) -> list[float]:
+    """/healthz latencies (seconds) while `until` is not set."""
+    out: list[float] = []
+    while not until.is_set():
+        started = time.perf_counter()
+        status, _ = await server.get("/healthz")
+        assert status == 200
+        out.append(time.perf_counter() - started)
+        await asyncio.sleep(0.01)
+    return out
+
+
+async def while_probing(server: Server, path: str, body: dict[str, Any]) -> tuple[int, Any, list[float], float]:
+    done = asyncio.Event()
+    prober = asyncio.create_task(probe(server, done))
+    await asyncio.sleep(0.05)
+    started = time.perf_counter()
+    try:
+        status, answer = await server.post(path, body)
+    finally:
+        elapsed = time.perf_counter() - started
+        done.set()
+    return status, answer, await prober, elapsed
+
+
+# --- finding 2: compile flood ---
+
+async def test_a_megabyte_claim_of_distinct_selectors_is_denied_by_the_budget_and_never_blocks_healthz(
+        cores: Server) -> None:
+    review = claim_review(flood(13, 8, "flood"))
+    status, body, latencies, elapsed = await while_probing(cores, "/validate", review)
+    response = body["response"]
+    assert status == 200 and response["allowed"] is False
+    assert response["status"]["code"] == 422
+    message = response["status"]["message"]
+    assert message.startswith("spec.devices.requests[0].firstAvailable[6].selectors[0].cel.expression: Forbidden")
+    assert "validation.maxSelectorBytes" in message
+    assert elapsed < 1.0, elapsed  # nothing compiled: 11.4 s before the budget
+    assert max(latencies) < 0.5, max(latencies)
+
+
+async def test_big_selectors_within_the_budget_compile_off_the_event_loop(cores: Server) -> None:
+    review = claim_review(flood(1, 3, "inbudget"))  # 3 distinct 10 KB selectors: ~0.4-1 s of compiling
+    status, body, latencies, _elapsed = await while_probing(cores, "/validate", review)
+    assert status == 200 and body["response"]["allowed"] is True, body
+    assert len(latencies) >= 3 and max(latencies) < 0.3, latencies  # the loop kept answering
+
+
+async def test_a_compile_past_the_deadline_is_denied_naming_the_selector(tls_files: selfsigned.TlsFiles) -> None:
+    config = make_config()
+    import dataclasses
+    config = dataclasses.replace(config, validation=dataclasses.replace(config.validation,
+                                                                       compile_deadline_seconds=0.05))
+    application = app.create_app(config, checks=admit.core_checks(), reloader=reloader_for(tls_files))
+    runner, url = await start(application)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
+    try:
+        server = Server(url, application, session, None, tls_files.ca_pem)
+        status, body = await server.post("/validate", claim_review(flood(1, 6, "deadline")))
+        response = body["response"]
+        assert status == 200 and response["allowed"] is False and response["status"]["code"] == 422
+        assert "validation.compileDeadlineSeconds" in response["status"]["message"]
+        assert response["status"]["message"].startswith("spec.devices.requests[0].firstAvailable[")
+    finally:
+        await session.close()
+        await runner.cleanup()
+
+
+# --- finding 8: deep expressions, huge numbers, malformed bodies, bounded logs and messages ---
+
+@pytest.mark.parametrize(("expression", "must_deny"), [
+    ("(" * 120 + "device.driver == 'x'" + ")" * 120, False),
+    ("!" * 249 + "(device.driver == 'x')", False),
+    ("(" * 2000 + "true" + ")" * 2000, True),
+    ("[" * 500 + "1" + "]" * 500 + " == []", True),
+], ids=["parens-120", "not-249", "parens-2000", "lists-500"])
+async def test_deep_expressions_get_a_field_error_and_a_short_log(
+        cores: Server, expression: str, must_deny: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """Never a 500 and a 124 KB traceback. Where the depth limit lies (RE2/CEL parser limits, helper
+    oracle-cel) decides whether the moderate ones compile; past the interpreter's stack it is a field error."""
+    caplog.set_level(logging.DEBUG, logger="gpuclaim")
+    status, body = await cores.post("/validate", claim_review(one(expression)))
+    response = body["response"]
+    assert status == 200, body
+    if not must_deny and response["allowed"]:
+        return
+    assert response["allowed"] is False, response
+    assert response["status"]["code"] == 422
+    assert response["status"]["message"].startswith("spec.devices.requests[0].exactly.selectors[0].cel.expression")
+    assert sum(len(r.getMessage()) + len(str(r.exc_text or "")) for r in caplog.records) < 20_000
+
+
+async def test_a_400_digit_gpu_memory_affinity_is_denied_with_the_field_not_admitted_unconverted(
+        cores: Server) -> None:
+    review = pod_review(gpus=1, uid="u-digits")
+    review["request"]["object"]["spec"]["affinity"] = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "nvidia.com/gpu.memory", "operator": "In", "values": ["9" * 400]}]}]}}}
+    status, body = await cores.post("/mutate", review)
+    response = body["response"]
+    assert status == 200 and response["allowed"] is False and response["status"]["code"] == 422, response
+    assert "matchExpressions[0].values[0]" in response["status"]["message"]
+
+
+async def test_a_quantity_beyond_float_range_gets_an_answer_not_an_internal_error(live: Server) -> None:  # noqa: F811
+    expression = ("'memory' in device.capacity['gpu.nvidia.com'] && "
+                  "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('1e400')) >= 0")
+    status, body = await live.post("/validate", claim_review(one(expression)))
+    response = body["response"]
+    assert status == 200, body
+    assert "internal error" not in str(response).lower(), response
+    assert response.get("status", {}).get("code", 422) != 500
+
+
+@pytest.mark.parametrize("body", [b"\x1f\x8b\x08\x00garbage", gzip.compress(b"{not json"), b"\x1f\x8b"],
+                         ids=["garbled", "gzip-of-garbage", "truncated-header"])
+async def test_a_garbled_gzip_body_is_a_400(cores: Server, body: bytes) -> None:
+    status, answer = await cores.post("/validate", body, raw=True,
+                                      headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    assert status == 400, (status, answer)
+
+
+async def test_a_denial_for_five_thousand_bad_containers_is_bounded(cores: Server) -> None:
+    review = pod_review(gpus=1, uid="u-many")
+    review["request"]["object"]["spec"]["containers"] = [
+        {"name": f"c{i}", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1.5"}}} for i in range(5000)]
+    status, body = await cores.post("/mutate", review)
+    response = body["response"]
+    assert status == 200 and response["allowed"] is False
+    message = response["status"]["message"]
+    assert len(message) < 10_000 and "more errors not shown" in message
