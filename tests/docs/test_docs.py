@@ -307,6 +307,13 @@ def shell_commands(block: CodeBlock) -> Iterator[tuple[int, list[str] | str]]:
                 yield block.line + 1 + start, argv
 
 
+def _extras() -> set[str]:
+    import tomllib
+
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        return set(tomllib.load(f)["project"].get("optional-dependencies", {}))
+
+
 def command_problem(argv: list[str]) -> str | None:
     if argv[0] == "gpuclaim":
         args = argv[1:]
@@ -324,7 +331,18 @@ def command_problem(argv: list[str]) -> str | None:
             names = [a for a in argv[3:] if not a.startswith("-")]
             if not names or names[0] not in _benchmarks():
                 return f"python -m e2e.bench {' '.join(argv[3:])}: benchmarks are {', '.join(_benchmarks())}"
+        if module == "pytest":
+            missing = [a for a in argv[3:] if not a.startswith("-") and not (ROOT / a.split("::")[0]).exists()]
+            if missing:
+                return f"python -m pytest: no such test path {', '.join(missing)}"
+        if module == "pip" and "install" in argv[3:]:
+            for target in argv[3:]:
+                m = re.fullmatch(r"(?:\.|gpuclaim)\[([\w,-]+)\]", target)
+                unknown = [e for e in (m.group(1).split(",") if m else []) if e not in _extras()]
+                if unknown:
+                    return f"pip install {target}: pyproject.toml has no extra {', '.join(unknown)}"
         return None
+
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
@@ -584,8 +602,9 @@ def test_a_broken_link_anchor_path_or_name_is_caught() -> None:
 def test_a_broken_command_is_caught() -> None:
     page = _page("`gpuclaim lint FILE [--no-such-flag]` `gpuclaim frobnicate` `python -m e2e.bench nope`\n"
                            "```sh\ngpuclaim cel --bogus 'x'\npython -m e2e.bench nonesuch --quick\n"
-                           "gpuclaim lint a.yaml | python -m no.such.module\n```\n")  # fmt: skip
-    assert len(command_problems(page)) == 6
+                           "gpuclaim lint a.yaml | python -m no.such.module\n"
+                           "python -m pip install '.[x]' && python -m pytest tests/no\n```\n")  # fmt: skip
+    assert len(command_problems(page)) == 8
 
 
 def test_a_wrong_config_key_type_or_default_is_caught() -> None:
