@@ -33,6 +33,13 @@ from .containers import APP, INIT
 from .pod import Conversion, convert_pod
 
 DEFAULT_MAX_ENTRIES = 4096
+#: the cache's budget in bytes (issue 14, finding 4: bounded by entries alone, 250 distinct 1.47 MB pods took the
+#: webhook from 82 to 1,092 MB). An entry is charged its key plus its encoded patch and objects, times
+#: _OBJECT_OVERHEAD for what the same data costs as Python objects (measured ~3x the JSON size for decoded pods)
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+#: an entry charged more than this is not kept: pods that size are not the shapes ReplicaSets repeat
+DEFAULT_MAX_ENTRY_BYTES = 256 * 1024
+_OBJECT_OVERHEAD = 3
 
 
 _SPEC_FIELDS = ("nodeSelector", "resourceClaims", "schedulerName")
@@ -93,12 +100,26 @@ class Entry:
     derived: dict[str, Any] = field(default_factory=dict)
 
 
-class ConversionCache:
-    """`convert` is `convert_pod` with a bounded LRU memo in front; owned by one webhook process (no locking:
-    the event loop is single-threaded)."""
+def _charge(key: bytes, conversion: Conversion) -> int:
+    try:
+        body = len(orjson.dumps((conversion.patch, conversion.objects)))
+    except (TypeError, orjson.JSONEncodeError):
+        body = len(key)  # a patch carries the pod's own values: never encodes worse than the key does
+    return (len(key) + body) * _OBJECT_OVERHEAD + 512
 
-    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+
+class ConversionCache:
+    """`convert` is `convert_pod` with an LRU memo in front, bounded in entries and in bytes (`max_bytes` over
+    every entry's charge, see `_charge`; an entry charged over `max_entry_bytes` is computed, never kept).
+    Owned by one webhook process: `webhook.admit.CoreChecks` (no locking: the event loop is single-threaded)."""
+
+    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                 max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.max_entry_bytes = max_entry_bytes
+        self.bytes = 0  # the charge of what is held now
+        self._charges: dict[bytes, int] = {}
         self._entries: OrderedDict[bytes, Entry] = OrderedDict()
         self._config: ConversionConfig | None = None
         self._classes: Mapping[str, DeviceClass] | None = None
@@ -110,6 +131,8 @@ class ConversionCache:
 
     def clear(self) -> None:
         self._entries.clear()
+        self._charges.clear()
+        self.bytes = 0
 
     def convert(self, pod: Mapping[str, Any], *, config: Config | ConversionConfig,
                 device_classes: Mapping[str, DeviceClass], namespace_labels: Mapping[str, str] | None = None,
@@ -123,7 +146,7 @@ class ConversionCache:
         conv = config.conversion if isinstance(config, Config) else config
         if conv is not self._config or device_classes is not self._classes:
             # identity, not equality: comparing every DeviceClass per pod would cost what the cache saves
-            self._entries.clear()
+            self.clear()
             self._config, self._classes = conv, device_classes
         key = conversion_key(pod, conv, namespace=namespace, namespace_labels=namespace_labels,
                              own_namespace=own_namespace)
@@ -137,8 +160,13 @@ class ConversionCache:
         result = Entry(convert_pod(pod, config=conv, device_classes=device_classes,
                                    namespace_labels=namespace_labels, namespace=namespace,
                                    own_namespace=own_namespace))
-        if key is not None:
-            self._entries[key] = result
-            if len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+        if key is not None and len(key) * _OBJECT_OVERHEAD <= self.max_entry_bytes:
+            charge = _charge(key, result.conversion)
+            if charge <= self.max_entry_bytes:
+                self._entries[key] = result
+                self._charges[key] = charge
+                self.bytes += charge
+                while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
+                    old, _ = self._entries.popitem(last=False)
+                    self.bytes -= self._charges.pop(old)
         return result

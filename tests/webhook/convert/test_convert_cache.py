@@ -336,3 +336,50 @@ def test_cached_answers_equal_fresh_ones(pod: dict[str, Any], which: int, labels
                                 namespace=namespace)
     assert got == fresh
     assert uncovered(recorded_reads(pod, cfg, namespace_labels=labels, namespace=namespace)) == []
+
+
+def big_pod(n: int, size: int = 1_400_000) -> dict[str, Any]:
+    """A distinct ~1.4 MB pod whose bulk is in what conversion reads (its containers' resources)."""
+    per = 40
+    limits = {f"example.org/r{n}-{i:06d}": "1" for i in range(size // per)}
+    limits["nvidia.com/gpu"] = "1"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"big-{n}", "namespace": "ml"},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": limits}}]}}
+
+
+def test_the_cache_is_bounded_in_bytes_whatever_the_pods() -> None:
+    """Issue 14, finding 4: by entries alone, 250 distinct 1.47 MB pods took the webhook to 1,092 MB RSS."""
+    import gc
+    import tracemalloc
+
+    cfg = config()
+    classes = nvidia_classes()
+    cache = ConversionCache()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for n in range(40):  # 40 x 1.4 MB: enough to show growth (the bench sends 250 to a real process)
+            pod = big_pod(n)
+            assert cache.convert(pod, config=cfg, device_classes=classes).patch  # converted, answered
+            del pod
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert cache.bytes <= cache.max_bytes
+    assert held < 16 * 1024 * 1024, held  # 40 entries of their 1.4 MB keys and patches were ~170 MB
+
+
+def test_the_byte_budget_evicts_least_recently_used_first() -> None:
+    cfg = config()
+    classes = nvidia_classes()
+    pods = [big_pod(n, size=60_000) for n in range(6)]
+    cache = ConversionCache(max_bytes=800_000, max_entry_bytes=10**9)  # each is charged ~255 KB: 3 fit
+    for pod in pods:
+        cache.convert(pod, config=cfg, device_classes=classes)
+    assert 0 < len(cache) < 6 and cache.bytes <= cache.max_bytes
+    cache.convert(pods[-1], config=cfg, device_classes=classes)
+    assert cache.hits == 1  # the newest survived
+    cache.convert(pods[0], config=cfg, device_classes=classes)
+    assert cache.hits == 1  # the oldest went first
