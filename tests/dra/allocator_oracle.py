@@ -115,7 +115,8 @@ def error_phrase(message: str) -> str:
     """The part of an upstream error gpuclaim must reproduce: the first line, cut where the wording of the CEL
     library (its compile diagnostics and runtime messages) begins."""
     first = message.split("\n")[0]
-    for marker in ("CEL compile error:", "CEL runtime error:"):
+    # (and where upstream prints a Go struct dump of the node selector)
+    for marker in ("CEL compile error:", "CEL runtime error:", "failed to parse node selector"):
         at = first.find(marker)
         if at >= 0:
             return first[: at + len(marker)]
@@ -151,20 +152,21 @@ def multi_pool(scenario: Mapping[str, Any]) -> bool:
 
 def compare_batch(oracle: Any, scenarios: Sequence[Mapping[str, Any]]) -> list[str | None]:
     """One difference (or None) per scenario; scenarios go to the oracle in one stream."""
+    return [diff for diff, _ in compare_all(oracle, scenarios)]
+
+
+def compare_all(oracle: Any, scenarios: Sequence[Mapping[str, Any]]) -> list[tuple[str | None, str]]:
+    """Per scenario: the difference (or None) and gpuclaim's status."""
     sent = [_wire(s, REPEAT if multi_pool(s) else 0) for s in scenarios]
     replies = oracle.run_many(sent)
-    out: list[str | None] = []
-    retry: list[int] = []
-    for i, (scenario, reply) in enumerate(zip(scenarios, replies, strict=True)):
-        diff = difference(canonical_gpuclaim(run_gpuclaim(scenario)), upstream_outcomes(reply))
-        out.append(diff)
-        if diff is not None and multi_pool(scenario):
-            retry.append(i)
+    ours = [canonical_gpuclaim(run_gpuclaim(s)) for s in scenarios]
+    out = [difference(o, upstream_outcomes(r)) for o, r in zip(ours, replies, strict=True)]
+    retry = [i for i, d in enumerate(out) if d is not None and multi_pool(scenarios[i])]
     if retry:  # a rotation not yet seen in REPEAT calls: ask far more often before calling it a disagreement
         again = oracle.run_many([_wire(scenarios[i], RETRY_REPEAT) for i in retry])
         for i, reply in zip(retry, again, strict=True):
-            out[i] = difference(canonical_gpuclaim(run_gpuclaim(scenarios[i])), upstream_outcomes(reply))
-    return out
+            out[i] = difference(ours[i], upstream_outcomes(reply))
+    return [(d, o[0]) for d, o in zip(out, ours, strict=True)]
 
 
 def _wire(scenario: Mapping[str, Any], repeat: int) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gpuclaim.dra.api import AllocatedDevice, DeviceID, NodeSelector
+from gpuclaim.dra.api import AllocatedDevice, DeviceID, NodeSelector, NodeSelectorRequirement
 
 Status = Literal["allocated", "unsatisfiable", "error", "budget"]
 
@@ -73,16 +73,20 @@ class AllocationOutcome:
 
 
 def node_selector_to_dict(selector: NodeSelector) -> dict[str, Any]:
+    """As the scheduler writes it: ``values`` is omitempty in core/v1, so Exists/DoesNotExist carry none."""
     terms = []
     for term in selector.terms:
         t: dict[str, Any] = {}
         if term.match_expressions:
-            t["matchExpressions"] = [
-                {"key": r.key, "operator": r.operator, "values": list(r.values)} for r in term.match_expressions
-            ]
+            t["matchExpressions"] = [_requirement(r) for r in term.match_expressions]
         if term.match_fields:
-            t["matchFields"] = [
-                {"key": r.key, "operator": r.operator, "values": list(r.values)} for r in term.match_fields
-            ]
+            t["matchFields"] = [_requirement(r) for r in term.match_fields]
         terms.append(t)
     return {"nodeSelectorTerms": terms}
+
+
+def _requirement(r: NodeSelectorRequirement) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": r.key, "operator": r.operator}
+    if r.values:
+        out["values"] = list(r.values)
+    return out

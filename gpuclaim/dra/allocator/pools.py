@@ -73,6 +73,8 @@ class NodePools:
     pools: tuple[PoolInfo, ...]
     candidates: tuple[Candidate, ...]  # every device of every pool, in search order
     pool_ranges: tuple[tuple[int, int], ...] = field(default=())  # candidates[start:end] per pool
+    # upstream's GatherPools failed (a slice's node selector nodeaffinity cannot parse): every allocation fails
+    error: str | None = None
     # Selector outcomes per candidate, keyed by the selector expressions: a device's match does not depend on
     # allocations, so every call for this node (every pod, every claim) reuses them. Owned by this object and
     # dropped with it; bounded by MATCH_CACHE_KEYS. Not thread-safe (the extender runs one event loop).
@@ -107,6 +109,8 @@ def gather_pools(
 ) -> NodePools:
     """Pools visible to ``node`` (nodeName, nodeSelector, allNodes, per-device selection), newest generation."""
     by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
+    slices = list(slices)
+    error = _gather_error(slices, features)
     visible = [s for s in slices if slice_visible(s, node, features)]
     # upstream adds slices with binding conditions last (stable sort keeps listing order otherwise)
     visible.sort(key=_has_binding_conditions)
@@ -145,7 +149,22 @@ def gather_pools(
                     )
                 )
         ranges.append((start, len(candidates)))
-    return NodePools(node=node, pools=tuple(pools), candidates=tuple(candidates), pool_ranges=tuple(ranges))
+    return NodePools(node=node, pools=tuple(pools), candidates=tuple(candidates), pool_ranges=tuple(ranges),
+                     error=error)  # fmt: skip
+
+
+def _gather_error(slices: list[ResourceSlice], features: Features) -> str | None:
+    """GatherPools (pools_experimental.go:58-67) parses the node selector of every slice, whichever node it is
+    for, in listing order, and fails on the first nodeaffinity refuses."""
+    for s in slices:
+        if s.per_device_node_selection and not features.partitionable_devices:
+            continue  # skipped before its selector is looked at
+        if s.node_name is None and not s.all_nodes and s.node_selector is not None:
+            problem = s.node_selector.parse_error()
+            if problem is not None:
+                return (f"gather pool information: failed to perform node selection for slice {s.name}: "
+                        f"failed to parse node selector: {problem}")  # fmt: skip
+    return None
 
 
 def _has_binding_conditions(s: ResourceSlice) -> bool:

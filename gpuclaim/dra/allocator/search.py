@@ -288,6 +288,8 @@ def allocate_on(
     replace the CEL engine (a callable expression -> object with ``evaluate(device) -> bool``, and the
     (compile error, runtime error) exception types it raises); the default is ``dra.cel`` in stored mode.
     """
+    if pools.error is not None:
+        return AllocationOutcome(status="error", error=pools.error)
     if compiler is None:
         compiler, default_errors = _default_compiler()
         compile_errors = compile_errors or default_errors

@@ -1,8 +1,14 @@
 """core/v1 NodeSelector: parsed, validated like the apiserver, and matched like kube-scheduler's nodeaffinity.
 
 Matching: terms are ORed, a term's requirements are ANDed, an empty term matches nothing; ``matchFields``
-only knows ``metadata.name``. A term with a requirement that cannot be evaluated (a non-integer ``Gt``
-value) does not match, as upstream skips terms that fail to parse.
+only knows ``metadata.name``. ``Gt``/``Lt`` compare integers as Go's ``strconv.ParseInt(s, 10, 64)`` reads
+them (apimachinery labels/selector.go:269): a node label value it refuses ("5_0", " 7", 20 digits) makes the
+requirement false, though Python's ``int()`` would read it.
+
+The apiserver accepts a ``Gt``/``Lt`` requirement whose value is any valid label value
+(core/validation ValidateNodeSelectorRequirement), but nodeaffinity.NewNodeSelector refuses one ParseInt cannot
+read (labels.NewRequirement, selector.go:210): :meth:`NodeSelector.parse_error` says so, in upstream's words,
+and the allocator fails as upstream's does.
 """
 
 from __future__ import annotations
@@ -19,6 +25,18 @@ from ._read import Reader
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 FIELD_OPERATORS = ("In", "NotIn")
 NODE_NAME_FIELD = "metadata.name"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_ASCII_DIGITS = frozenset("0123456789")
+
+
+def parse_int64(text: str) -> int | None:
+    """``strconv.ParseInt(text, 10, 64)``, or None where it fails: an optional sign then ASCII digits only (no
+    ``_``, no spaces, no other Unicode digits), within int64."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not set(digits) <= _ASCII_DIGITS:
+        return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +58,8 @@ class NodeSelectorRequirement:
         if op in ("Gt", "Lt"):
             if self.key not in labels or len(self.values) != 1:
                 return False
-            try:
-                have, want = int(labels[self.key]), int(self.values[0])
-            except ValueError:
+            have, want = parse_int64(labels[self.key]), parse_int64(self.values[0])
+            if have is None or want is None:
                 return False
             return have > want if op == "Gt" else have < want
         return False
@@ -77,6 +94,18 @@ class NodeSelector:
     def matches(self, *, labels: Mapping[str, str], name: str) -> bool:
         """Whether a node with these labels and this name is selected (terms ORed)."""
         return any(term.matches(labels=labels, name=name) for term in self.terms)
+
+    def parse_error(self) -> str | None:
+        """What nodeaffinity.NewNodeSelector reports for a selector the apiserver accepted: a ``Gt``/``Lt`` value
+        ParseInt cannot read. None when it parses."""
+        for i, term in enumerate(self.terms):
+            for j, req in enumerate(term.match_expressions):
+                if req.operator in ("Gt", "Lt"):
+                    for k, value in enumerate(req.values):
+                        if parse_int64(value) is None:
+                            return (f"nodeSelectorTerms[{i}].matchExpressions[{j}].values[{k}]: Invalid value: "
+                                    f"\"{value}\": for 'Gt', 'Lt' operators, the value must be an integer")  # fmt: skip
+        return None
 
 
 def node_selector_matches(selector: NodeSelector, *, labels: Mapping[str, str], name: str) -> bool:
@@ -150,16 +179,17 @@ def _check_label_requirement(key: str, op: str, values: list[str], rpath: Path, 
                 )
             )
     elif op in ("Gt", "Lt"):
+        # no integer check: the apiserver has none (a value ParseInt refuses fails at scheduling, see parse_error)
         if len(values) != 1:
             r.add(
                 FieldError.required(
                     rpath.child("values"), "must be specified single value when `operator` is 'Lt' or 'Gt'"
                 )
             )
-        elif not _is_int(values[0]):
-            r.add(FieldError.invalid(rpath.child("values").index(0), values[0], "must be an integer"))
     elif op:
         r.add(FieldError.not_supported(rpath.child("operator"), op, OPERATORS))
+    for k, value in enumerate(values):  # allowInvalidLabelValueInRequiredNodeAffinity is false for DRA objects
+        r.check(rpath.child("values").index(k), value, names.check_label_value)
 
 
 def _check_field_requirement(key: str, op: str, values: list[str], rpath: Path, r: Reader) -> None:
@@ -175,10 +205,3 @@ def _check_field_requirement(key: str, op: str, values: list[str], rpath: Path, 
             )
         )
 
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True

@@ -98,6 +98,16 @@ INVALID = [
         [("nodeSelector.nodeSelectorTerms[0].matchFields[0].key", "FieldValueNotSupported")],
     ),
     ("not-an-object", [], [("nodeSelector", "FieldValueInvalid")]),
+    (
+        "gt-value-not-a-label-value",
+        {"nodeSelectorTerms": [expr("gpus", "Gt", "-5")]},
+        [("nodeSelector.nodeSelectorTerms[0].matchExpressions[0].values[0]", "FieldValueInvalid")],
+    ),
+    (
+        "in-value-not-a-label-value",
+        {"nodeSelectorTerms": [expr("zone", "In", "z1", "a b")]},
+        [("nodeSelector.nodeSelectorTerms[0].matchExpressions[0].values[1]", "FieldValueInvalid")],
+    ),
 ]
 
 
@@ -106,3 +116,19 @@ def test_invalid_node_selectors_are_reported(raw: Any, expected: list[tuple[str,
     r = Reader()
     parse_node_selector(raw, Path.root("nodeSelector"), r)
     assert paths(r.errors) == expected
+
+
+@pytest.mark.parametrize(("label", "expected"), [("5", True), ("007", True), ("9223372036854775807", True),
+                                                 ("5_0", False), ("5.0", False), ("99999999999999999999", False),
+                                                 ("abc", False)])  # fmt: skip
+def test_gt_reads_label_values_as_go_parse_int_does(label: str, expected: bool) -> None:
+    """apimachinery labels/selector.go:269: a value strconv.ParseInt(s, 10, 64) refuses makes Gt/Lt false."""
+    assert selector(expr("rank", "Gt", "4")).matches(labels={"rank": label}, name="n") is expected
+
+
+def test_a_gt_value_parse_int_refuses_is_valid_but_does_not_parse() -> None:
+    """The apiserver checks only that it is a label value; nodeaffinity.NewNodeSelector then refuses it."""
+    sel = selector(expr("rank", "Gt", "5_0"))
+    assert sel.parse_error() == ("nodeSelectorTerms[0].matchExpressions[0].values[0]: Invalid value: \"5_0\": "
+                                 "for 'Gt', 'Lt' operators, the value must be an integer")  # fmt: skip
+    assert selector(expr("rank", "Gt", "4")).parse_error() is None
