@@ -303,9 +303,11 @@ def _parse_exact(raw: Mapping[str, Any], path: Path, r: Reader, *, name: str, re
     count = r.integer(raw, "count", path)
     mode: AllocationMode = "ExactCount"
     if mode_raw in (None, "", "ExactCount"):
-        if count is None:
+        # `count` is a plain int64 with omitempty: 0 is "not set", and kube-apiserver defaults it to 1 (checked
+        # against the real 1.34 apiserver: tests/realkube/test_realkube_lint.py)
+        if count is None or count == 0:
             count = 1
-        elif count <= 0:
+        elif count < 0:
             r.add(FieldError.invalid(path.child("count"), count, "must be greater than zero"))
     elif mode_raw == "All":
         mode = "All"

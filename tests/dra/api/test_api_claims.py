@@ -70,8 +70,16 @@ def test_count_defaults_to_one_and_all_mode_has_count_zero() -> None:
     assert [r.exactly.count for r in model.spec.requests if r.exactly] == [1, 0]
 
 
+def test_count_zero_is_unset_and_defaults_to_one_as_the_apiserver_does() -> None:
+    # the real 1.34 apiserver stores `count: 0` as `count: 1` (int64 omitempty, then defaulting)
+    model, errors = api.parse_resource_claim(claim({"requests": [exact(count=0)]}))
+    assert errors == [] and model is not None
+    assert model.spec.requests[0].exactly is not None and model.spec.requests[0].exactly.count == 1
+
+
 CASES = [
-    ("count-zero", {"requests": [exact(count=0)]}, [("spec.devices.requests[0].exactly.count", "FieldValueInvalid")]),
+    ("count-negative", {"requests": [exact(count=-1)]},
+     [("spec.devices.requests[0].exactly.count", "FieldValueInvalid")]),
     (
         "count-with-all",
         {"requests": [exact(allocationMode="All", count=2)]},
@@ -194,9 +202,9 @@ def test_invalid_claims_are_reported_at_the_apiserver_path(
 
 
 def test_apiserver_wording_for_count_and_mode() -> None:
-    _, errors = api.parse_object(claim({"requests": [exact(count=0), exact("b", allocationMode="Some")]}))
+    _, errors = api.parse_object(claim({"requests": [exact(count=-1), exact("b", allocationMode="Some")]}))
     assert [str(e) for e in errors] == [
-        "spec.devices.requests[0].exactly.count: Invalid value: 0: must be greater than zero",
+        "spec.devices.requests[0].exactly.count: Invalid value: -1: must be greater than zero",
         'spec.devices.requests[1].exactly.allocationMode: Unsupported value: "Some": '
         'supported values: "All", "ExactCount"',
     ]
