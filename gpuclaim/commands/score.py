@@ -61,7 +61,7 @@ def rows(pod: Mapping[str, Any], view: Any, config: Any) -> list[dict[str, Any]]
     except predict.PodError as exc:
         raise UsageError(f"pod: {exc}") from None
     note = "".join(f"; note: {n}" for n in request.notes)
-    if request.empty:
+    if request.empty:  # no pending claim and none pinned to some nodes
         reason = "no claim left to predict (all allocated or not visible): every node scores 0" + note
         return [{"node": n, "score": 0, "devices": [], "reason": reason} for n in names]
     out = [{"node": v.node, "score": v.score, "devices": list(v.devices), "reason": v.reason + note}

@@ -74,7 +74,8 @@ async def prioritize(request: web.Request) -> web.Response:
 
 
 async def filter_nodes(request: web.Request) -> web.Response:
-    """Fails nodes only for pods with the hard topology annotation; every other pod passes every node."""
+    """Fails nodes for pods with the hard topology annotation, and nodes an allocated claim of the pod cannot be
+    used on (as the in-tree Filter does); every other node passes."""
     metrics = request.app[keys.METRICS]
     start = time.perf_counter()
     result = "ok"
@@ -82,7 +83,13 @@ async def filter_nodes(request: web.Request) -> web.Response:
     try:
         args = wire.decode_args(await _body(request))
         pod_request, verdicts = _verdicts(request, args)
-        if pod_request is None or not pod_request.required or not verdicts:
+        if pod_request is not None and not pod_request.required and pod_request.pinned:
+            # as kube-scheduler's own Filter: nodes an allocated claim of the pod cannot be used on fail
+            passed = [v.node for v in verdicts if not v.pinned]
+            failed = {v.node: f"gpuclaim: {v.reason}" for v in verdicts if v.pinned}
+            metrics.filtered.inc(len(failed))
+            body = wire.encode_filter_result(args=args, passed=passed, failed=failed)
+        elif pod_request is None or not pod_request.required or not verdicts:
             body = wire.encode_filter_result(args=args, passed=args.node_names)
         else:
             passed, failed = [], {}

@@ -3,7 +3,9 @@ allocator simulation on each node, score the pick. Pure apart from the view it i
 
 Which claims: ``pod.spec.resourceClaims`` in order. A claim found (``resourceClaimName``, or the name in
 ``status.resourceClaimStatuses``, or the claim the resourceclaim controller created for the pod) and already
-allocated is skipped: its devices are fixed and kube-scheduler's own filter pins the node. A template claim
+allocated is not simulated: its devices are fixed. Its allocation's node selector pins the pod, as
+kube-scheduler's DynamicResources Filter does (dynamicresources.go:947, "resourceclaim not available on the
+node"): a node it does not select is unfit, whatever the other claims would get there. A template claim
 that does not exist yet is predicted from its ResourceClaimTemplate (the claim will be created from it
 unchanged); a claim or template the view cannot see is left out, and said so in every reason.
 
@@ -24,8 +26,11 @@ from typing import Any, Protocol
 import orjson
 
 from gpuclaim.dra import allocator, cel
-from gpuclaim.dra.api import Device, DeviceClass, DeviceID, ResourceClaim, parse_resource_claim
+from gpuclaim.dra.api import Device, DeviceClass, DeviceID, NodeSelector, ResourceClaim, parse_resource_claim
+from gpuclaim.dra.api._read import Reader
+from gpuclaim.dra.api.nodeselector import parse_node_selector
 from gpuclaim.dra.config import ExtenderConfig
+from gpuclaim.dra.fieldpath import Path
 
 from . import fragmentation as frag
 from . import groups, score
@@ -75,10 +80,21 @@ class PodRequest:
     policy: frag.Policy
     required: tuple[str, ...]  # hard topology sources (annotation)
     notes: tuple[str, ...]  # claims left out and why
+    # allocated claims whose allocation is restricted to some nodes: (pod claim entry name, node selector)
+    pinned: tuple[tuple[str, NodeSelector], ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.claims
+        """Nothing to decide per node: no pending claim and no allocated claim pinning the pod."""
+        return not self.claims and not self.pinned
+
+    def pinned_elsewhere(self, node: allocator.NodeInfo) -> str | None:
+        """Why an allocated claim rules ``node`` out (its allocation's node selector does not select it), or None."""
+        for name, selector in self.pinned:
+            if not selector.matches(labels=node.labels, name=node.name):
+                return (f"resourceclaim not available on the node: claim {name} is allocated, and its "
+                        "allocation's node selector does not select this node")  # fmt: skip
+        return None
 
 
 class PodError(ValueError):
@@ -151,14 +167,19 @@ def resolve(pod: Mapping[str, Any], view: ClusterView, config: ExtenderConfig,
     claims: list[ResourceClaim] = []
     key_parts: list[Any] = [policy, required]
     notes: list[str] = []
+    pinned: list[tuple[str, NodeSelector]] = []
     for i, entry in enumerate(entries):
         name = entry.get("name")
         if not name:
             raise PodError(f"spec.resourceClaims[{i}].name: required")
         raw = found.get(name)
         if raw is not None:
-            if ((raw.get("status") or {}).get("allocation")) is not None:
-                continue  # allocated: the devices are fixed
+            allocation = (raw.get("status") or {}).get("allocation")
+            if allocation is not None:  # allocated: the devices are fixed, the node may be too
+                selector = _allocation_selector(name, allocation, notes)
+                if selector is not None:
+                    pinned.append((name, selector))
+                continue
             spec = (raw.get("spec") or {})
         elif entry.get("resourceClaimName"):
             notes.append(f"claim {name}: ResourceClaim {namespace}/{entry['resourceClaimName']} not found, left out")
@@ -189,7 +210,20 @@ def resolve(pod: Mapping[str, Any], view: ClusterView, config: ExtenderConfig,
                 parsed[digest] = claim
         claims.append(claim)
     key = hashlib.blake2b(orjson.dumps(key_parts, default=repr), digest_size=16).digest()
-    return PodRequest(claims=tuple(claims), key=key, policy=policy, required=required, notes=tuple(notes))
+    return PodRequest(claims=tuple(claims), key=key, policy=policy, required=required, notes=tuple(notes),
+                      pinned=tuple(pinned))  # fmt: skip
+
+
+def _allocation_selector(name: str, allocation: object, notes: list[str]) -> NodeSelector | None:
+    raw = allocation.get("nodeSelector") if isinstance(allocation, Mapping) else None
+    if raw is None:
+        return None  # network-attached devices usable everywhere
+    reader = Reader()
+    selector = parse_node_selector(raw, Path.root("status").child("allocation").child("nodeSelector"), reader)
+    if selector is None or reader.errors:
+        notes.append(f"claim {name}: status.allocation.nodeSelector unreadable, not used to rule nodes out")
+        return None
+    return selector
 
 
 def _required(value: object, config: ExtenderConfig) -> tuple[str, ...]:
@@ -306,12 +340,23 @@ def predict(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
     key = pod_request.key
     shared = _Shared(view.verdict_groups)
     out = []
+    pinned = pod_request.pinned
     for name in names:  # the hot loop: 5,000 nodes per call, almost always two dict hits
         state = node_state(name)
         if state is None:
             out.append(score.NodeVerdict(node=name, score=None, devices=(),
                                          reason="no ResourceSlice or Node known for this node", strict={}))
             continue
+        if pinned:
+            why = pod_request.pinned_elsewhere(state.pools.node)
+            if why is not None:
+                out.append(score.NodeVerdict(node=name, score=None, devices=(), reason=why, strict={},
+                                             pinned=True))  # fmt: skip
+                continue
+            if not pod_request.claims:
+                out.append(score.NodeVerdict(node=name, score=0, devices=(), strict={},
+                                             reason="every claim is allocated and available on this node"))
+                continue
         verdict = state.verdicts.get(key)
         out.append(verdict if verdict is not None else node_verdict(state, pod_request, classes=classes,
                                                                       config=config, shared=shared))

@@ -38,6 +38,7 @@ class NodeVerdict:
     reason: str
     strict: Mapping[str, bool]  # per topology source: every group fully inside one domain
     error: bool = False  # the allocator would abort with an error (e.g. a CEL runtime error), not just "no fit"
+    pinned: bool = False  # an allocated claim of the pod rules this node out (kube-scheduler's Filter does too)
     wire: bytes = b""  # this node's HostPriority entry, encoded once: verdicts are cached and answered many times
 
     def __post_init__(self) -> None:

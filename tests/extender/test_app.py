@@ -40,11 +40,14 @@ class Untouchable:
         raise AssertionError("node_state read")
 
 
+def _objects() -> list[dict[str, Any]]:
+    return [fleet.pairs_node("a"), fleet.pairs_node("b"), *fleet.gpu_classes(),
+            fleet.allocated_claim("used", [("a", f"gpu-{i}") for i in (0, 2, 4, 6)]),
+            fleet.template("two", fleet.tight_or_any(2))]  # fmt: skip
+
+
 def _fleet() -> OfflineView:
-    objects = [fleet.pairs_node("a"), fleet.pairs_node("b"), *fleet.gpu_classes(),
-               fleet.allocated_claim("used", [("a", f"gpu-{i}") for i in (0, 2, 4, 6)]),
-               fleet.template("two", fleet.tight_or_any(2))]  # fmt: skip
-    return OfflineView(objects, config=CONFIG)
+    return OfflineView(_objects(), config=CONFIG)
 
 
 async def _client(aiohttp_client: Any, view: Any, registry: CollectorRegistry | None = None,
@@ -122,6 +125,31 @@ async def test_filter_passes_everything_unless_the_pod_asks_for_hard_topology(ai
     assert set(out["FailedNodes"]) == {"a", "ghost"}
     assert "not inside one resource.kubernetes.io/pcieRoot domain" in out["FailedNodes"]["a"]
     assert "no ResourceSlice or Node known" in out["FailedNodes"]["ghost"]
+
+
+def _pinned_fleet() -> OfflineView:
+    held = fleet.allocated_claim("held", [("a", "gpu-1")])
+    held["status"]["allocation"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["a"]}]}]}  # fmt: skip
+    return OfflineView([*_objects(), held], config=CONFIG)
+
+
+def _with_held(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["spec"]["resourceClaims"].append({"name": "held", "resourceClaimName": "held"})
+    return pod
+
+
+async def test_a_claim_allocated_on_another_node_rules_a_node_out_of_prioritize_and_filter(
+        aiohttp_client: Any) -> None:
+    """kube-scheduler's Filter rejects a node the allocation's node selector does not select; so does gpuclaim."""
+    client = await _client(aiohttp_client, _pinned_fleet())
+    resp = await client.post("/prioritize", data=_args(_with_held(fleet.pod("two")), ["a", "b"]))
+    scores = {e["Host"]: e["Score"] for e in await resp.json()}
+    assert scores["a"] > 0 and scores["b"] == 0  # b has the free pair, but the pod cannot run there
+    for pod in (_with_held(fleet.pod("two")), _with_held(fleet.pod())):  # with and without a pending claim
+        out = await (await client.post("/filter", data=_args(pod, ["a", "b"]))).json()
+        assert out["NodeNames"] == ["a"]
+        assert "resourceclaim not available on the node: claim held is allocated" in out["FailedNodes"]["b"]
 
 
 async def test_an_unknown_hard_topology_is_a_filter_error_naming_the_annotation(aiohttp_client: Any) -> None:

@@ -108,3 +108,23 @@ def test_bad_input_exits_2_with_one_line_naming_the_problem(
     assert main(["score", "--cluster", str(directory), "--pod", str(pod_path)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_node_where_an_allocated_claim_of_the_pod_cannot_be_used_is_unfit(
+        cluster: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The pod's claim "held" is allocated on one p5 node: kube-scheduler's Filter rejects every other node
+    (dynamicresources.go:947), however well the pending claim would fit there (the p4d node scores best alone)."""
+    pinned_node = "ip-10-0-206-2.ec2.internal"
+    held = fleet.allocated_claim("held", [(pinned_node, "gpu-0")])
+    held["status"]["allocation"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [pinned_node]}]}]}  # fmt: skip
+    _write(cluster / "held.yaml", [held])
+    pod = fleet.pod("two")
+    pod["spec"]["resourceClaims"].append({"name": "held", "resourceClaimName": "held"})
+    assert main(["score", "--cluster", str(cluster), "--pod", str(_pod_file(tmp_path, pod)), "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["node"] == pinned_node and rows[0]["score"] > 0
+    assert len(rows[0]["devices"]) == 2 and f"gpu.nvidia.com/{pinned_node}/gpu-0" not in rows[0]["devices"]
+    for row in rows[1:]:
+        assert row["score"] is None and row["devices"] == []
+        assert row["reason"].startswith("resourceclaim not available on the node: claim held is allocated")
