@@ -45,6 +45,12 @@ class QuantityError(ValueError):
 class Quantity:
     value: Fraction
     format: Format = "DecimalSI"
+    # apimachinery's int64Amount (value, scale) when the quantity has that fast representation, None when it is
+    # an inf.Dec: only the CEL library sees the difference (asInteger/isInteger succeed only on an int64Amount
+    # with scale >= 0).
+    amount: tuple[int, int] | None = None
+    # produced by the CEL library's add()/sub(): a *Quantity in Go, which Quantity.Equal refuses as its argument
+    arith: bool = False
 
     # Equality and hashing by value only: Kubernetes' Quantity.Equal ignores the format.
     def __eq__(self, other: object) -> bool:
@@ -66,12 +72,24 @@ class Quantity:
 
     def _combine(self, other: Quantity | int, sign: int) -> Quantity:
         if isinstance(other, Quantity):
-            other_value, other_format = other.value, other.format
+            other_value, other_format, other_amount = other.value, other.format, other.amount
         else:
-            other_value, other_format = Fraction(other), "DecimalExponent"
+            other_value, other_format, other_amount = Fraction(other), "DecimalExponent", (other, 0)
         # apimachinery keeps the receiver's format, except that a zero receiver takes the other's
         fmt: Format = other_format if self.value == 0 else self.format
-        return Quantity(self.value + sign * other_value, fmt)
+        amount = None
+        if self.amount is not None and other_amount is not None:
+            amount = _amount_add(self.amount, (sign * other_amount[0], other_amount[1]))
+        return Quantity(self.value + sign * other_value, fmt, amount, True)
+
+    def as_int64(self) -> int | None:
+        """``Quantity.AsInt64``: the value when it is an int64Amount of scale >= 0 that fits, else None."""
+        if self.amount is None:
+            return None
+        value, scale = self.amount
+        if scale < 0:
+            return None
+        return _scaled(value, scale)
 
     def sign(self) -> int:
         return (self.value > 0) - (self.value < 0)
@@ -92,6 +110,66 @@ class Quantity:
 
     def __repr__(self) -> str:
         return f"Quantity({str(self)!r})"
+
+
+def _fits(v: int) -> bool:
+    return _INT64_MIN <= v <= _INT64_MAX
+
+
+def _scaled(value: int, scale: int) -> int | None:
+    """positiveScaleInt64: value * 10^scale, None on int64 overflow."""
+    if scale > 18 and value != 0:
+        return None
+    out = value * 10**scale
+    return out if _fits(out) else None
+
+
+def _amount_add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    """int64Amount.Add: None where apimachinery falls back to inf.Dec."""
+    (av, asc), (bv, bsc) = a, b
+    if not _fits(bv):
+        return None
+    if bv == 0:
+        return a
+    if av == 0:
+        return b
+    if asc == bsc:
+        c: int | None = av + bv
+        scale = asc
+    elif asc > bsc:
+        c, scale = _scaled(av, asc - bsc), bsc
+        c = None if c is None else c + bv
+    else:
+        c, scale = _scaled(bv, bsc - asc), asc
+        c = None if c is None else av + c
+    return (c, scale) if c is not None and _fits(c) else None
+
+
+def _int64_amount(text: str, negative: bool, integer: str, fraction: str, fmt: Format,
+                  exponent: int) -> tuple[int, int] | None:
+    """ParseQuantity's fast path (apimachinery quantity.go): the int64Amount, or None for an inf.Dec."""
+    if text == "0":
+        return (0, 0)
+    mantissa = 1
+    if fmt == "BinarySI":
+        scale = 0
+        if exponent >= 0 and not fraction:
+            mantissa = 1 << exponent
+            precision = 15 - len(integer) - int(exponent * 3 / 10) - 1
+        else:
+            precision = -1
+    else:
+        scale, precision = exponent, 18 - (len(integer) + len(fraction))
+    if precision < 0:
+        return None
+    scale -= len(fraction)
+    shifted = integer + fraction
+    if scale < -9 or not shifted:
+        return None
+    result = int(shifted) * mantissa
+    if not _fits(result):
+        return None
+    return (-result if negative else result, scale)
 
 
 def parse_quantity(text: str) -> Quantity:
@@ -116,9 +194,12 @@ def parse_quantity(text: str) -> Quantity:
     if value.denominator != 1 and (value / _NANO).denominator != 1:
         # round away from zero to the nano scale: "if you want some resources, you should get some"
         value = Fraction(math.ceil(value / _NANO)) * _NANO
+    amount = _int64_amount(text, negative, integer, fraction, fmt, exponent)
     if fmt == "BinarySI" and value > _INT64_MAX:
         value = Fraction(_INT64_MAX)
-    return Quantity(-value if negative else value, fmt)
+    if amount is None and fmt == "BinarySI" and 0 < value < 1:
+        fmt = "DecimalSI"  # apimachinery: a BinarySI fraction below one becomes DecimalSI
+    return Quantity(-value if negative else value, fmt, amount)
 
 
 def is_quantity(text: str) -> bool:

@@ -130,18 +130,20 @@ def parse_semver(text: str, *, normalize: bool = False) -> Semver:
 
 
 def _normalize(text: str) -> str:
-    """The library's normalize mode: drop one leading `v`, pad missing minor/patch, strip leading zeros."""
-    text = text.removeprefix("v")
-    core, sep, tail = text, "", ""
-    for i, ch in enumerate(text):
-        if ch in "-+":
-            core, sep, tail = text[:i], ch, text[i + 1 :]
-            break
-    pieces = core.split(".")
-    if len(pieces) > 3 or not all(p and set(p) <= _NUMBERS for p in pieces):
-        return text  # not normalisable: strict parsing reports what is wrong
-    pieces = [str(int(p)) for p in pieces] + ["0"] * (3 - len(pieces))
-    return ".".join(pieces) + (sep + tail if sep else "")
+    """The library's normalize mode (k8s.io/apiserver ``library/semverlib.go`` ``normalizeAndParse``): drop one
+    leading `v`, strip leading zeros of each part, pad a short version, which may not carry a prerelease."""
+    parts = text.removeprefix("v").split(".", 2)
+    for i, part in enumerate(parts):
+        if len(part) > 1:
+            part = part.lstrip("0")
+            if not part or part[0] not in "0123456789":
+                part = "0" + part
+            parts[i] = part
+    if len(parts) < 3:
+        if any(c in "+-" for c in parts[-1]):
+            raise SemverError("short version cannot contain PreRelease/Build meta data")
+        parts += ["0"] * (3 - len(parts))
+    return ".".join(parts)
 
 
 def is_semver(text: str, *, normalize: bool = False) -> bool:

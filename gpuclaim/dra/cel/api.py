@@ -13,16 +13,17 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal, Protocol
 
-from gpuclaim.dra.cel import ast, cost, parser, reads, regex
+from gpuclaim.dra.cel import cost, parser, reads, validators
 from gpuclaim.dra.cel import types as t
 from gpuclaim.dra.cel.checker import check
-from gpuclaim.dra.cel.errors import CelCompileError, CelRuntimeError, error_at
+from gpuclaim.dra.cel.errors import CelCompileError, CelRuntimeError
 from gpuclaim.dra.cel.operators import RuntimeDevice
 from gpuclaim.dra.cel.runtime import BUDGET, compile_checked
 from gpuclaim.dra.cel.values import DomainMap, type_name
-from gpuclaim.dra.quantity import Quantity
+from gpuclaim.dra.quantity import Quantity, parse_quantity
 from gpuclaim.dra.semver import Semver
 
 Mode = Literal["new", "stored"]
@@ -78,11 +79,19 @@ def runtime_device(device: Device) -> RuntimeDevice:
     caps: DomainMap = DomainMap()
     for name, q in device.capacity.items():
         domain, ident = _split(name, device.driver)
+        if q.amount is None or q.amount[1] < 0:
+            # the scheduler receives capacities from the apiserver in canonical form and parses that
+            q = _canonical_quantity(q)
         caps.setdefault(domain, {})[ident] = q
     rd = RuntimeDevice(device.driver, attrs, caps)
     # Only the StoredExpressions env (or DRAConsumableCapacity) declares the field; false unless set.
     rd.allowMultipleAllocations = bool(getattr(device, "allow_multiple_allocations", False))
     return rd
+
+
+@lru_cache(maxsize=4096)
+def _canonical_quantity(q: Quantity) -> Quantity:
+    return parse_quantity(str(q))
 
 
 class CompiledSelector:
@@ -221,24 +230,12 @@ def _everything(device: Device) -> tuple[Any, ...]:
     )
 
 
-def _check_regexes(text: str, e: ast.Expr) -> None:
-    if isinstance(e, ast.Call) and e.function in ("matches", "find", "findAll"):
-        pattern = e.args[-1] if e.target is None and e.function == "matches" else (e.args[0] if e.args else None)
-        if isinstance(pattern, ast.Const) and pattern.kind == "string":
-            try:
-                regex.compile_re2(pattern.value)
-            except Exception:
-                raise error_at(text, pattern.pos, f"invalid {e.function} argument") from None
-    for child in ast.children(e):
-        _check_regexes(text, child)
-
-
 def compile_uncached(expression: str, *, mode: Mode = "new", any_result: bool = False) -> CompiledSelector:
     """Compile without a cache. ``any_result`` lifts the bool-result rule (for ``gpuclaim cel``)."""
     if len(expression.encode("utf-8")) > MAX_LENGTH:
         raise CelCompileError(f"Too long: may not be more than {MAX_LENGTH} bytes", kind="too_long")
     checked = check(expression, parser.parse(expression), stored=mode == "stored")
-    _check_regexes(expression, checked.expr)  # cel-go's AST validators report with the other issues
+    validators.validate(expression, checked)  # cel-go's AST validators and constant folding
     out = checked.type_of(checked.expr)
     if not any_result and out not in (t.BOOL, t.ANY):
         raise CelCompileError(f"must evaluate to bool or the unknown type, not {out}")

@@ -55,6 +55,7 @@ class Call:
 class ListExpr:
     elements: list[Expr]
     pos: int
+    optional: frozenset[int] = frozenset()  # indices of `?x` elements: included only when present
     id: int = field(default_factory=_next_id)
 
 
@@ -62,6 +63,7 @@ class ListExpr:
 class MapExpr:
     entries: list[tuple[Expr, Expr]]
     pos: int
+    optional: frozenset[int] = frozenset()  # indices of `?k: v` entries: included only when v is present
     id: int = field(default_factory=_next_id)
 
 
@@ -77,7 +79,11 @@ class Comprehension:
     loop_step: Expr
     result: Expr
     pos: int
-    macro: str = ""  # the macro it came from: "all", "exists", "exists_one", "map", "filter", "bind"
+    macro: str = ""  # the macro it came from: "all", "exists", "exists_one", "map", "filter", "bind", or a
+    # two-variable one (iter_var2 set): "all2", "exists2", "existsOne2", "transformList", "transformMap",
+    # "transformMapEntry", whose user expression is loop_step (and the optional filter, ``filter``)
+    iter_var2: str | None = None
+    filter: Expr | None = None
     id: int = field(default_factory=_next_id)
 
 
@@ -97,5 +103,6 @@ def children(e: Expr) -> list[Expr]:
         case MapExpr():
             return [x for kv in e.entries for x in kv]
         case Comprehension():
-            return [e.iter_range, e.accu_init, e.loop_cond, e.loop_step, e.result]
+            out = [e.iter_range, e.accu_init, e.loop_cond, e.loop_step, e.result]
+            return out if e.filter is None else [*out, e.filter]
     return []

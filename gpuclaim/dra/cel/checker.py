@@ -97,16 +97,29 @@ class _Checker:
                 return self.call(e)
             case ast.ListExpr():
                 e.elements = [self.visit(x) for x in e.elements]
-                elem = t.common([self.out.type_of(x) for x in e.elements]) if e.elements else t.DYN
+                types = [self.unwrap(x, i in e.optional) for i, x in enumerate(e.elements)]
+                elem = t.common(types) if e.elements else t.DYN
                 return self.set(e, t.list_of(elem))
             case ast.MapExpr():
                 e.entries = [(self.visit(k), self.visit(v)) for k, v in e.entries]
                 kt = t.common([self.out.type_of(k) for k, _ in e.entries]) if e.entries else t.DYN
-                vt = t.common([self.out.type_of(v) for _, v in e.entries]) if e.entries else t.DYN
+                vts = [self.unwrap(v, i in e.optional) for i, (_, v) in enumerate(e.entries)]
+                vt = t.common(vts) if e.entries else t.DYN
                 return self.set(e, t.map_of(kt, vt))
             case ast.Comprehension():
                 return self.comprehension(e)
         raise AssertionError(e)  # pragma: no cover
+
+    def unwrap(self, e: ast.Expr, optional: bool) -> t.Type:
+        """The type an element adds to its literal: the value type of an optional (`?x`) one."""
+        ty = self.out.type_of(e)
+        if not optional:
+            return ty
+        if ty.name == "optional_type":
+            return ty.params[0]
+        if ty.is_dyn:
+            return t.DYN
+        raise self.fail(e.pos, f"found no matching overload for 'optional literal' applied to '({ty})'")
 
     def select(self, e: ast.Select) -> ast.Expr:
         name = _qualified_name(e)
@@ -131,7 +144,52 @@ class _Checker:
             ty = t.optional_of(ty)
         return self.set(e, t.BOOL if e.test_only else ty)
 
+    def two_variable(self, e: ast.Comprehension) -> ast.Expr:
+        e.iter_range = self.visit(e.iter_range)
+        e.accu_init = self.visit(e.accu_init)
+        rng = self.out.type_of(e.iter_range)
+        if rng.name == "list":
+            v1, v2 = t.INT, rng.params[0]
+        elif rng.name == "map":
+            v1, v2 = rng.params
+        elif rng.is_dyn:
+            v1, v2 = t.DYN, t.DYN
+        else:
+            raise self.fail(e.iter_range.pos, f"expression of type '{rng}' cannot be range of a comprehension "
+                            "(must be list, map, or dynamic)")
+        self.scopes.append({e.iter_var: v1, e.iter_var2: v2})  # type: ignore[dict-item]
+        if e.filter is not None:
+            e.filter = self.visit(e.filter)
+            self.expect_bool(e.filter)
+        e.loop_cond = self.visit(e.loop_cond)
+        e.loop_step = self.visit(e.loop_step)
+        self.scopes.pop()
+        step = self.out.type_of(e.loop_step)
+        if e.macro in ("all2", "exists2", "existsOne2"):
+            self.expect_bool(e.loop_step)
+            result = t.BOOL
+        elif e.macro == "transformList":
+            result = t.list_of(step)
+        elif e.macro == "transformMap":
+            result = t.map_of(v1, step)
+        elif step.name == "map" or step.is_dyn:
+            result = step if step.name == "map" else t.map_of(t.DYN, t.DYN)
+        else:
+            raise self.fail(e.loop_step.pos, f"found no matching overload for 'transformMapEntry' applied to "
+                            f"'({step})'")
+        self.scopes.append({e.accu_var: result})
+        e.result = self.visit(e.result)
+        self.scopes.pop()
+        return self.set(e, result)
+
+    def expect_bool(self, e: ast.Expr) -> None:
+        ty = self.out.type_of(e)
+        if ty != t.BOOL and not ty.is_dyn:
+            raise self.fail(e.pos, f"found no matching overload for '_&&_' applied to '(bool, {ty})'")
+
     def comprehension(self, e: ast.Comprehension) -> ast.Expr:
+        if e.iter_var2 is not None:
+            return self.two_variable(e)
         e.iter_range = self.visit(e.iter_range)
         e.accu_init = self.visit(e.accu_init)
         rng = self.out.type_of(e.iter_range)
@@ -185,6 +243,10 @@ class _Checker:
             if all(t.assignable(p, a, subst) for p, a in zip(o.params, arg_types, strict=True)):
                 matched.append(o)
                 results.append(t.substitute(o.result, subst))
+        if not matched and e.function in _RELATIONAL and all(a in (t.NULL, t.DYN) for a in arg_types):
+            # cel-go's null is assignable to its timestamp/duration overloads: it compiles, then fails
+            self.out.overloads[e.id] = []
+            return self.set(e, t.BOOL)
         if not matched:
             raise self.fail(
                 e.pos,

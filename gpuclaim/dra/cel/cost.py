@@ -241,9 +241,20 @@ class _Coster:
             size, sub = (entry[2] if entry else None), "@items"
         else:
             size, sub = (entry[1] if entry else None), "@keys"
-        self.push(e.iter_var, _Var(None if base is None else [*base, sub], size, None))
+        if e.iter_var2 is not None:
+            # two-variable comprehensions: index/key and value; the value's size is the element's
+            key = _Var(None if base is None else [*base, "@keys"], R(0, U64) if kind == "list" else size, None)
+            val = _Var(None if base is None else [*base, "@items" if kind == "list" else "@values"], None, None)
+            self.push(e.iter_var, key)
+            self.push(e.iter_var2, val)
+        else:
+            self.push(e.iter_var, _Var(None if base is None else [*base, sub], size, None))
         loop = self.cost(e.loop_cond)
+        if e.filter is not None:
+            loop = loop + self.cost(e.filter)
         step = self.cost(e.loop_step)
+        if e.iter_var2 is not None:
+            self.pop(e.iter_var2)
         self.pop(e.iter_var)
         total = total + self.cost(e.result)
         self.pop(e.accu_var)

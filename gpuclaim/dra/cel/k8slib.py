@@ -62,13 +62,13 @@ FUNCS[("sub", True)] = lambda q, o: _arith(q, o, -1)
 
 @impl("asInteger", member=True)
 def _as_integer(q: object) -> int:
-    try:
-        return _q(q).as_integer()
-    except QuantityError as exc:
-        fail(str(exc))
+    value = _q(q).as_int64()
+    if value is None:
+        fail("cannot convert value to integer")
+    return value
 
 
-FUNCS[("isInteger", True)] = lambda q: _q(q).is_integer()
+FUNCS[("isInteger", True)] = lambda q: _q(q).as_int64() is not None
 FUNCS[("asApproximateFloat", True)] = lambda q: _q(q).as_approximate_float()
 
 

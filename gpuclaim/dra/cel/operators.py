@@ -9,6 +9,7 @@ from typing import Any
 
 from celpy.celtypes import UintType
 
+from gpuclaim.dra.cel.errors import CelRuntimeError
 from gpuclaim.dra.cel.values import (
     INT64_MIN,
     NONE,
@@ -167,7 +168,14 @@ def optional_index(c: Any, k: Any) -> Optional:
 
 def contains(x: Any, c: Any) -> bool:
     if isinstance(c, list | tuple):
-        return any(equals(y, x) for y in c)
+        # the value is the receiver of Equal; an element it cannot compare with is not a match
+        for y in c:
+            try:
+                if equals(x, y):
+                    return True
+            except CelRuntimeError:
+                continue
+        return False
     if isinstance(c, Mapping):
         return contains_key(c, x)
     no_overload()

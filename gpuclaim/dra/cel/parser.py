@@ -161,14 +161,28 @@ class _Builder:
         if name == "paren_expr":
             return self.expr(kids[1])
         if name == "list_lit":
-            return ast.ListExpr(self.args(kids[1:]), _tok_pos(kids[0]))
+            elements: list[ast.Expr] = []
+            optional: set[int] = set()
+            for k in kids[1:]:
+                if isinstance(k, lark.Tree) and k.data == "listinits":
+                    for n, el in enumerate(c for c in k.children if isinstance(c, lark.Tree)):
+                        *mark, value = el.children
+                        if mark:
+                            optional.add(n)
+                        elements.append(self.expr(value))
+            return ast.ListExpr(elements, _tok_pos(kids[0]), frozenset(optional))
         if name == "map_lit":
             entries: list[tuple[ast.Expr, ast.Expr]] = []
+            opt_entries: set[int] = set()
             for k in kids[1:]:
                 if isinstance(k, lark.Tree) and k.data == "mapinits":
                     items = [c for c in k.children if isinstance(c, lark.Tree)]
-                    entries = [(self.expr(items[i]), self.expr(items[i + 1])) for i in range(0, len(items), 2)]
-            return ast.MapExpr(entries, _tok_pos(kids[0]))
+                    for i in range(0, len(items), 2):
+                        *mark, key = items[i].children
+                        if mark:
+                            opt_entries.add(i // 2)
+                        entries.append((self.expr(key), self.expr(items[i + 1])))
+            return ast.MapExpr(entries, _tok_pos(kids[0]), frozenset(opt_entries))
         if name == "literal":
             assert isinstance(kids[0], lark.Token)  # the grammar's literal rule holds one token
             return self.literal(kids[0])
@@ -222,11 +236,38 @@ class _Builder:
                 "#unused", ast.ListExpr([], pos), var, args[1], ast.Const(False, "bool", pos),
                 ast.Ident(var, pos), args[2], pos, macro="bind",
             )
-        if (fn in ("all", "exists", "exists_one", "existsOne", "filter") and len(args) == 2) or (
+        if (fn in ("all", "exists", "exists_one", "filter") and len(args) == 2) or (
             fn == "map" and len(args) in (2, 3)
         ):
             return self.comprehension(fn, target, args, pos)
+        if (fn in ("all", "exists", "existsOne") and len(args) == 3) or (
+            fn in ("transformList", "transformMap", "transformMapEntry") and len(args) in (3, 4)
+        ):
+            return self.two_variable(fn, target, args, pos)
         return ast.Call(fn, args, pos, target=target)
+
+    def two_variable(self, fn: str, target: ast.Expr, args: list[ast.Expr], pos: int) -> ast.Comprehension:
+        """cel-go's ext.TwoVarComprehensions (in the 1.34 environment since 1.32): index/key and value."""
+        v1, v2 = self.simple_name(args[0]), self.simple_name(args[1])
+        if v1 == v2:
+            raise self.fail(args[1].pos, "duplicate variable name")
+        if ast.ACCU in (v1, v2):
+            raise self.fail(args[0].pos, "iteration variable overwrites accumulator variable")
+        macro = fn + "2" if fn in ("all", "exists", "existsOne") else fn
+        filt = args[2] if len(args) == 4 else None
+        init: ast.Expr
+        if macro in ("all2", "exists2"):
+            init = ast.Const(macro == "all2", "bool", pos)
+        elif macro == "existsOne2":
+            init = ast.Const(0, "int", pos)
+        elif macro == "transformList":
+            init = ast.ListExpr([], pos)
+        else:
+            init = ast.MapExpr([], pos)
+        return ast.Comprehension(
+            v1, target, ast.ACCU, init, ast.Const(True, "bool", pos), args[-1], ast.Ident(ast.ACCU, pos), pos,
+            macro=macro, iter_var2=v2, filter=filt,
+        )
 
     def simple_name(self, e: ast.Expr) -> str:
         if not isinstance(e, ast.Ident):

@@ -109,7 +109,7 @@ def _walk(e: ast.Expr, aliases: dict[str, Alias], out: set[Read]) -> None:
         return
     if isinstance(e, ast.Comprehension):
         _walk(e.iter_range, aliases, out)
-        inner = {k: v for k, v in aliases.items() if k not in (e.iter_var, e.accu_var)}
+        inner = {k: v for k, v in aliases.items() if k not in (e.iter_var, e.iter_var2, e.accu_var)}
         if e.macro == "bind":
             d = _domain(e.accu_init, aliases)
             k = _kind_map(e.accu_init, aliases)
@@ -121,8 +121,9 @@ def _walk(e: ast.Expr, aliases: dict[str, Alias], out: set[Read]) -> None:
                 _walk(e.accu_init, aliases, out)
             _walk(e.result, inner, out)
             return
-        for part in (e.accu_init, e.loop_cond, e.loop_step, e.result):
-            _walk(part, inner, out)
+        for part in (e.accu_init, e.loop_cond, e.loop_step, e.result, e.filter):
+            if part is not None:
+                _walk(part, inner, out)
         return
     for child in ast.children(e):
         _walk(child, aliases, out)

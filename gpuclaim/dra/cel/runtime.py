@@ -24,6 +24,8 @@ from gpuclaim.dra.cel.errors import CelCostLimitError, CelRuntimeError
 from gpuclaim.dra.cel.k8slib import FUNCS
 from gpuclaim.dra.cel.operators import RuntimeDevice
 from gpuclaim.dra.cel.values import (
+    DomainMap,
+    Optional,
     TypeValue,
     check_int,
     compare,
@@ -97,6 +99,8 @@ class _Compiler:
 
                     def has(env: dict[str, Any]) -> bool:
                         v = o(env)
+                        if type(v) is DomainMap:
+                            return True  # upstream's mapper finds every domain (an unknown one is empty)
                         if isinstance(v, Mapping):
                             return contains_key(v, field)
                         if type(v) is RuntimeDevice:
@@ -109,19 +113,41 @@ class _Compiler:
                 return lambda env: ops.select(o(env), field)
             case ast.ListExpr():
                 items = [self.build(x) for x in e.elements]
+                if e.optional:
+                    opt = [i in e.optional for i in range(len(items))]
+
+                    def make_list(env: dict[str, Any]) -> list[Any]:
+                        out: list[Any] = []
+                        for f, is_opt in zip(items, opt, strict=True):
+                            v = f(env)
+                            if not is_opt:
+                                out.append(v)
+                            elif type(v) is not Optional:
+                                no_overload()
+                            elif v.present:
+                                out.append(v.value)
+                        return out
+
+                    return make_list
                 return lambda env: [f(env) for f in items]
             case ast.MapExpr():
-                pairs = [(self.build(k), self.build(v)) for k, v in e.entries]
+                pairs = [(self.build(k), self.build(v), i in e.optional) for i, (k, v) in enumerate(e.entries)]
 
                 def make_map(env: dict[str, Any]) -> dict[Any, Any]:
                     out: dict[Any, Any] = {}
-                    for kf, vf in pairs:
+                    for kf, vf, is_opt in pairs:
                         k = kf(env)
                         if type(k) not in (str, int, UintType, bool):
                             fail(f"unsupported map key type: {type(k).__name__}")
-                        if lookup(out, k)[0]:
-                            fail(f"Failed with repeated key: {k}")
-                        out[k] = vf(env)
+                        v = vf(env)
+                        if is_opt:
+                            if type(v) is not Optional:
+                                no_overload()
+                            if not v.present:
+                                out.pop(k, None)  # cel-go deletes the key (evalMap.Eval)
+                                continue
+                            v = v.value
+                        out[k] = v  # a repeated key: the last one wins, as in cel-go
                     return out
 
                 return make_map
@@ -176,7 +202,15 @@ class _Compiler:
             a, b = args
             if fn == "_==_":
                 return lambda env: equals(a(env), b(env))
-            return lambda env: not equals(a(env), b(env))
+
+            def not_equals(env: dict[str, Any]) -> bool:
+                x, y = a(env), b(env)
+                try:
+                    return not equals(x, y)
+                except CelRuntimeError:
+                    return True  # cel-go: Equal(x, y) != true
+
+            return not_equals
         if fn in ops.RELATIONAL:
             a, b, test = args[0], args[1], ops.RELATIONAL[fn]
 
@@ -225,7 +259,70 @@ class _Compiler:
             return lambda env: impl(a0(env), a1(env))
         return lambda env: impl(*[f(env) for f in args])
 
+    def two_variable(self, e: ast.Comprehension) -> Fn:
+        rng, v1, v2, macro = self.build(e.iter_range), e.iter_var, e.iter_var2 or "", e.macro
+        step = self.build(e.loop_step)
+        filt = self.build(e.filter) if e.filter is not None else None
+
+        def pairs(r: Any) -> Any:
+            if isinstance(r, list | tuple):
+                return list(enumerate(r))
+            if isinstance(r, Mapping):
+                return list(r.items())
+            no_overload()
+
+        def run(env: dict[str, Any]) -> Any:
+            items = pairs(rng(env))
+            saved = env.get(v1, _MISSING), env.get(v2, _MISSING)
+            first_error: CelRuntimeError | None = None
+            count = 0
+            out_list: list[Any] = []
+            out_map: dict[Any, Any] = {}
+            try:
+                for a, b in items:
+                    env[v1], env[v2] = a, b
+                    if macro in ("all2", "exists2"):
+                        decisive = macro == "exists2"
+                        try:
+                            if ops.as_bool(step(env)) is decisive:
+                                return decisive
+                        except CelCostLimitError:
+                            raise
+                        except CelRuntimeError as err:
+                            first_error = first_error or err
+                        continue
+                    if filt is not None and not ops.as_bool(filt(env)):
+                        continue
+                    if macro == "existsOne2":
+                        count += ops.as_bool(step(env))
+                    elif macro == "transformList":
+                        out_list.append(step(env))
+                    elif macro == "transformMap":
+                        out_map[a] = step(env)
+                    else:
+                        entry = step(env)
+                        if not isinstance(entry, Mapping):
+                            no_overload()
+                        for k, v in entry.items():
+                            if lookup(out_map, k)[0]:
+                                fail(f"insert failed: key {k} already exists")
+                            out_map[k] = v
+            finally:
+                _restore(env, v1, saved[0])
+                _restore(env, v2, saved[1])
+            if macro in ("all2", "exists2"):
+                if first_error is not None:
+                    raise first_error
+                return macro == "all2"
+            if macro == "existsOne2":
+                return count == 1
+            return out_list if macro == "transformList" else out_map
+
+        return run
+
     def comprehension(self, e: ast.Comprehension) -> Fn:
+        if e.iter_var2 is not None:
+            return self.two_variable(e)
         if e.macro == "bind":
             name = e.accu_var
             init = self.build(e.accu_init)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar
 
 from celpy.celtypes import UintType
 
@@ -18,7 +18,6 @@ from gpuclaim.dra.cel.values import (
     INT64_MIN,
     UINT64_MAX,
     TypeValue,
-    check_int,
     fail,
     format_double,
     no_overload,
@@ -100,9 +99,12 @@ def to_int(v: object) -> int:
         return int(v)
     if type(v) is str:
         try:
-            return check_int(int(v, 10))
+            n = int(v, 10)
         except ValueError:
-            fail(f"cannot convert '{v}' to int")
+            n = None
+        if n is None or not INT64_MIN <= n <= INT64_MAX:
+            fail("type conversion error from 'string' to 'int'")  # cel-go's wording, overflow included
+        return n
     no_overload()
 
 
@@ -120,7 +122,7 @@ def to_uint(v: object) -> UintType:
         try:
             n = int(v, 10)
         except ValueError:
-            fail(f"cannot convert '{v}' to uint")
+            fail("type conversion error from 'string' to 'uint'")
         return to_uint(n)
     no_overload()
 
@@ -136,7 +138,7 @@ def to_double(v: object) -> float:
         try:
             return float(v)  # type: ignore[arg-type]
         except ValueError:
-            fail(f"cannot convert '{v}' to double")
+            fail("type conversion error from 'string' to 'double'")
     no_overload()
 
 
@@ -208,8 +210,10 @@ def _index_of(s: object, sub: object, start: object = 0) -> int:
         from gpuclaim.dra.cel.values import equals
 
         return next((i for i, x in enumerate(s) if equals(x, sub)), -1)
-    text, pattern = _str(s), _str(sub)
-    return text.find(pattern, _offset(text, _int(start)))
+    text, pattern, i = _str(s), _str(sub), _int(start)
+    if i > len(text):
+        return -1  # cel-go: a start beyond the end finds nothing (a negative one is an error)
+    return text.find(pattern, _offset(text, i))
 
 
 @impl("lastIndexOf", member=True)
@@ -293,9 +297,16 @@ def _quote(s: object) -> str:
 
 @impl("format", member=True)
 def _format(fmt: object, args: object) -> str:
+    """ext.Strings v2's format() (cel-go ``ext/formatting.go``), as the 1.34 environment has it."""
+    from gpuclaim.dra.cel.validators import clauses
+
     text = _str(fmt)
     if not isinstance(args, list | tuple):
         no_overload()
+    try:
+        found = iter(clauses(text))
+    except ValueError as exc:
+        fail(str(exc))
     out: list[str] = []
     i, n = 0, 0
     while i < len(text):
@@ -304,51 +315,148 @@ def _format(fmt: object, args: object) -> str:
             out.append(c)
             i += 1
             continue
-        i += 1
-        if i < len(text) and text[i] == "%":
+        if text[i + 1 : i + 2] == "%":
             out.append("%")
-            i += 1
+            i += 2
             continue
-        prec = None
-        if i < len(text) and text[i] == ".":
-            j = i + 1
-            while j < len(text) and text[j].isdigit():
-                j += 1
-            prec, i = int(text[i + 1 : j] or 0), j
-        if i >= len(text):
-            fail("could not parse formatting clause: unexpected end of string")
-        verb = text[i]
-        i += 1
+        verb, prec = next(found)
+        i = text.index(verb, i + 1) + 1
         if n >= len(args):
             fail(f"index {n} out of range")
-        arg = args[n]
+        out.append(_format_one(verb, args[n], prec))
         n += 1
-        out.append(_format_one(verb, arg, prec))
     return "".join(out)
 
 
+def _format_error(what: str, arg: object) -> NoReturn:
+    fail(f"error during formatting: {what}, was given {type_name(arg)}")
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _locale_float(arg: object, what: str) -> float:
+    if type(arg) is float:
+        return arg  # type: ignore[return-value]
+    if type(arg) is str and arg in ("NaN", "Infinity", "-Infinity"):
+        return float(arg.replace("Infinity", "inf"))
+    _format_error(what, arg)
+
+
+def _special(f: float) -> str | None:
+    if f != f:
+        return "NaN"
+    if f in (math.inf, -math.inf):
+        return "∞" if f > 0 else "-∞"
+    return None
+
+
 def _format_one(verb: str, arg: object, prec: int | None) -> str:
+    from gpuclaim.dra.cel.validators import STRING_CLAUSE
+
     t = type(arg)
     if verb == "s":
-        if isinstance(arg, list | tuple):
-            return "[" + ", ".join(_format_one("s", x, None) for x in arg) + "]"
-        return to_string(arg)
+        return _format_string(arg, STRING_CLAUSE)
     if verb == "d":
         if t in (int, UintType):
             return str(int(arg))  # type: ignore[call-overload]
-        fail(f"error during formatting: decimal clause can only be used on integers, was given {type_name(arg)}")
-    if verb in "fe":
-        if t in (int, UintType, float):
-            return f"{float(arg):.{6 if prec is None else prec}{verb}}"  # type: ignore[arg-type]
-        fail(f"error during formatting: fixed-point clause can only be used on doubles, was given {type_name(arg)}")
-    if verb in "xXob":
+        _format_error("decimal clause can only be used on integers", arg)
+    if verb == "f":
+        f = _locale_float(arg, "fixed-point clause can only be used on doubles")
+        # golang.org/x/text's printer (locale en_US) groups thousands
+        return _special(f) or f"{f:,.{6 if prec is None else prec}f}"
+    if verb == "e":
+        f = _locale_float(arg, "scientific clause can only be used on doubles")
+        # cel-go passes the precision as a width ("%<p>e") to x/text, which writes ×10 and a superscript exponent
+        special = _special(f)
+        if special is None:
+            mantissa, _, exponent = f"{f:.6e}".partition("e")
+            digits = str(abs(int(exponent))).rjust(2, "0")
+            special = mantissa + "×10" + (("-" if int(exponent) < 0 else "") + digits).translate(_SUPERSCRIPT)
+        return special.rjust(6 if prec is None else prec)
+    if verb in "xX":
         if t in (int, UintType):
-            return format(int(arg), verb)  # type: ignore[call-overload]
-        if type(arg) in (str, bytes) and verb in "xX":
-            raw = arg.encode() if isinstance(arg, str) else cast(bytes, arg)
-            return raw.hex() if verb == "x" else raw.hex().upper()
-        fail("error during formatting: only integers, byte buffers, and strings can be formatted as hex")
-    fail(f"could not parse formatting clause: unrecognized formatting clause \"{verb}\"")
+            v = int(arg)  # type: ignore[call-overload]
+            s = format(abs(v), "x") if verb == "x" else format(abs(v), "X")
+            return ("-" if v < 0 else "") + s
+        if t in (str, bytes):
+            raw = arg.encode() if t is str else arg  # type: ignore[union-attr]
+            return raw.hex() if verb == "x" else raw.hex().upper()  # type: ignore[union-attr]
+        _format_error("only integers, byte buffers, and strings can be formatted as hex", arg)
+    if verb == "o":
+        if t in (int, UintType):
+            v = int(arg)  # type: ignore[call-overload]
+            return ("-" if v < 0 else "") + format(abs(v), "o")
+        _format_error("octal clause can only be used on integers", arg)
+    if verb == "b":
+        if t is bool:
+            return "1" if arg else "0"
+        if t in (int, UintType):
+            v = int(arg)  # type: ignore[call-overload]
+            return ("-" if v < 0 else "") + format(abs(v), "b")
+        _format_error("only integers and bools can be formatted as binary", arg)
+    fail(f'could not parse formatting clause: unrecognized formatting clause "{verb}"')
+
+
+def _format_string(arg: object, what: str) -> str:
+    """FormatString: %s of one value; lists and maps print their members as CEL literals."""
+    t = type(arg)
+    if isinstance(arg, list | tuple):
+        return "[" + ", ".join(_quoted(x, what) for x in arg) + "]"
+    if isinstance(arg, Mapping):
+        pairs = []
+        for k, v in arg.items():
+            if type(k) in (str, bool):
+                key = _quoted(k, what)
+            elif type(k) in (int, UintType):
+                key = str(int(k))
+            else:
+                fail(f"no formatting function for map key of type {type_name(k)}")
+            pairs.append((key, _quoted(v, what)))
+        pairs.sort(key=lambda kv: kv[0])
+        return "{" + ", ".join(f"{k}:{v}" for k, v in pairs) + "}"
+    if arg is None:
+        return "null"
+    if t in (int, UintType, float, bool, str, bytes, TypeValue):
+        return to_string(arg)
+    _format_error(what, arg)
+
+
+def _quoted(v: object, what: str) -> str:
+    """A member of a formatted list or map (cel-go ``clauseForType`` + ``quoteForCEL``)."""
+    t = type(v)
+    if t is float:
+        f: float = v  # type: ignore[assignment]
+        if f != f or f in (math.inf, -math.inf):
+            return '"' + format_double(f) + '"'
+        return f"{f:.6f}"
+    if t is str:
+        return _go_quote(v)  # type: ignore[arg-type]
+    if t is bytes:
+        return "b" + _go_quote(to_string(v))
+    if t is TypeValue:
+        return f"type({v})"
+    if t in (int, UintType, bool) or v is None or isinstance(v, list | tuple | Mapping):
+        return _format_string(v, what)
+    fail(f"no formatting function for {type_name(v)}")
+
+
+def _go_quote(s: str) -> str:
+    """Go's %q for printable text: double quotes, backslash escapes."""
+    out = ['"']
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        elif ch in _QUOTE:
+            out.append(_QUOTE[ch])
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) > 0xFF else f"\\x{ord(ch):02x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def int64_range(v: int) -> int:

@@ -107,13 +107,15 @@ def is_number(v: object) -> bool:
     return type(v) in _NUMERIC
 
 
-def equals(a: object, b: object) -> bool:
+def equals(a: object, b: object, *, top: bool = True) -> bool:
+    """CEL ``==`` (``top``: the operator itself; inside lists and maps values compare without errors)."""
     ta, tb = type(a), type(b)
     if ta in _NUMERIC and tb in _NUMERIC:
         return a == b  # Python compares int/float exactly, as CEL's cross-type equality does
     if ta is Quantity or ta is Semver:
-        # apiserver's Quantity.Equal / Semver.Equal return no-such-overload for another type.
-        if tb is not ta:
+        # apiserver's Quantity.Equal / Semver.Equal return no-such-overload for another type, and
+        # Quantity.Equal for the *Quantity that add()/sub() return (k8s.io/apiserver pkg/cel/quantity.go:63).
+        if tb is not ta or (top and tb is Quantity and b.arith):  # type: ignore[attr-defined]
             no_overload()
         return a == b
     both_maps = isinstance(a, Mapping) and isinstance(b, Mapping)
@@ -127,7 +129,7 @@ def equals(a: object, b: object) -> bool:
             return False
         for k, v in a.items():
             found, other = lookup(b, k)  # type: ignore[arg-type]
-            if not found or not equals(v, other):
+            if not found or not equals(v, other, top=False):
                 return False
         return True
     if type(a) is Optional and type(b) is Optional:

@@ -51,7 +51,8 @@ VALUES = [
     ("string(100.0)", "100"), ("string(true)", "true"), ("bool('true')", True), ("dyn(1) == 1", True),
     ("type(1) == int", True), ("type('a') == string", True), ("type(1) == string", False),
     ("dyn(1) == 1.0", True), ("1 < 1.5", True), ("2u > 1", True), ("dyn(1.0) == 1u", True),
-    ("[1, 'a'] == [1, 'a']", True), ("{'a': 1} == {'a': 1}", True), ("1 in [1, 2]", True), ("'a' in {'a': 1}", True),
+    ("[dyn(1), dyn('a')] == [dyn(1), dyn('a')]", True), ("{'a': 1} == {'a': 1}", True), ("1 in [1, 2]", True),
+    ("'a' in {'a': 1}", True),
     ("-7 / 2", -3), ("-7 % 2", -1), ("7 % -2", 1), ("1.0 / 0.0 > 1.0e308", True),
     ("[1, 2, 3].exists_one(x, x > 2)", True), ("[1, 2, 3].all(x, x > 0)", True), ("[1, 2, 3].exists(x, x > 2)", True),
     ("[1, 2, 3].map(x, x * 2)", [2, 4, 6]), ("[1, 2, 3].map(x, x > 1, x * 2)", [4, 6]),
@@ -109,17 +110,18 @@ RUNTIME_ERRORS = [
     ("0u - 1u", "unsigned integer overflow"), ("1 % 0", "modulus by zero"), ("1 / 0", "division by zero"),
     ("[1][3]", "out of range"), ("{'a': 1}.b", "no such key: b"), ("{'a': 1}['b']", "no such key: b"),
     ("optional.none().value()", "optional.none() dereference"), ("'abc'.substring(2, 1)", "invalid substring"),
-    ("'abc'.charAt(9)", "index out of range"), ("quantity('1Ei').add(quantity('1')).asInteger() > 0", ""),
-    ("[].min()", "min called on empty list"), ("int('x')", "cannot convert"), ("dyn('a') > 1", "no such overload"),
+    ("'abc'.charAt(9)", "index out of range"),
+    ("quantity('1Ei').add(quantity('1')).asInteger() > 0", "cannot convert value to integer"),
+    ("[].min()", "min called on empty list"), ("int('x' + '')", "type conversion error from 'string' to 'int'"),
+    ("dyn('a') > 1", "no such overload"),
     ("semver('1.0.0') == dyn('1.0.0')", "no such overload"), ("[1, 2].all(x, x / 0 == 1) || false", "division by zero"),
 ]
 
 
 @pytest.mark.parametrize(("expr", "message"), RUNTIME_ERRORS, ids=[v[0] for v in RUNTIME_ERRORS])
 def test_runtime_error(expr: str, message: str) -> None:
-    if expr.startswith("quantity('1Ei')"):
-        assert ev(expr) is True  # 2^60 + 1 fits int64: no error
-        return
+    # quantity('1Ei') is an inf.Dec in apimachinery (too many binary digits for its int64 fast path), so
+    # asInteger() fails even where the value fits int64: the upstream oracle says so (issue 15)
     assert message in runtime_error(expr)
 
 
