@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
+from urllib.parse import quote
 
 import aiohttp
 import orjson
@@ -41,14 +42,23 @@ class ApiUnavailable(Exception):
     """No answer: connection refused, TLS failure or timeout. The message says which and after how long."""
 
 
+def segment(value: str) -> str:
+    """One URL path segment: percent-escaped (a `/`, `?` or `#` cannot add a segment or a query), and never `.`
+    or `..`, which URL normalisation would resolve into another path (issue 14, finding 7: the namespace of a
+    forged review went into the API URL unescaped)."""
+    if value in ("", ".", ".."):
+        raise ValueError(f"{value!r} is not a valid path segment for the Kubernetes API")
+    return quote(value, safe="")
+
+
 def resource_path(api_version: str, plural: str, *, namespace: str | None = None, name: str | None = None,
                   subresource: str | None = None) -> str:
     base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
-    path = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+    path = f"{base}/namespaces/{segment(namespace)}/{plural}" if namespace else f"{base}/{plural}"
     if name:
-        path += f"/{name}"
+        path += f"/{segment(name)}"
         if subresource:
-            path += f"/{subresource}"
+            path += f"/{segment(subresource)}"
     return path
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
+from gpuclaim.dra.api import names
 from gpuclaim.dra.fieldpath import FieldError, Path
 
 API_VERSION = "admission.k8s.io/v1"
@@ -188,12 +189,18 @@ def decode(body: bytes) -> tuple[Request, list[FieldError]]:
         errors.append(FieldError.invalid(Path.root("request", "userInfo"), _brief(user_info), "must be an object"))
         user_info = {}
     options = request.get("options")
+    namespace = _str(request, "namespace", errors)
+    if namespace and names.check_dns1123_label(namespace):
+        # it becomes a path segment of API calls made with the webhook's service account (issue 14, finding 7)
+        errors.append(FieldError.invalid(Path.root("request", "namespace"), _brief(namespace),
+                                         "must be a namespace name (a DNS-1123 label)"))
+        namespace = ""
     parsed = Request(
         uid=uid,
         kind=_interned(_KINDS, GroupVersionKind, _gv(request, "kind", "kind", errors)),
         resource=_interned(_RESOURCES, GroupVersionResource, _gv(request, "resource", "resource", errors)),
         operation=operation,
-        namespace=_str(request, "namespace", errors),
+        namespace=namespace,
         name=_str(request, "name", errors),
         sub_resource=_str(request, "subResource", errors),
         object=_object(request, "object", errors),

@@ -1,4 +1,5 @@
-"""The objects a conversion needs: a ResourceClaimTemplate named after its spec, or a shared ResourceClaim.
+"""The objects a conversion needs: a ResourceClaimTemplate named after its spec, or a shared ResourceClaim named
+after its group and its spec.
 
 Template name: `gpuclaim-<first 16 hex digits of sha256(canonical JSON of the template's spec)>`, the
 canonical JSON being orjson with sorted keys. Pods of the same shape therefore share one template per
@@ -39,13 +40,16 @@ def template(claim_spec: dict[str, Any], namespace: str | None) -> dict[str, Any
             "metadata": _metadata(PREFIX + spec_hash(spec), namespace), "spec": spec}
 
 
-def shared_claim_name(group: str) -> str:
-    return f"{PREFIX}shared-{group}"
+def shared_claim_name(group: str, claim_spec: Any) -> str:
+    """`gpuclaim-shared-<group>-<hash of the claim's spec>`: named after its content like a template, so nobody
+    can take a group's name with another spec first (issue 14, finding 7: a forged review created
+    `gpuclaim-shared-victim-group` and the group's real pods were refused)."""
+    return f"{PREFIX}shared-{group}-{spec_hash(claim_spec)}"
 
 
 def shared_claim(claim_spec: dict[str, Any], namespace: str | None, group: str, annotation: str) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": "ResourceClaim",
-            "metadata": _metadata(shared_claim_name(group), namespace, {annotation: group}),
+            "metadata": _metadata(shared_claim_name(group, claim_spec), namespace, {annotation: group}),
             "spec": claim_spec}
 
 

@@ -15,6 +15,7 @@ from gpuclaim.double.apiserver.resources import BY_KEY
 from gpuclaim.kube import ClusterCache
 from gpuclaim.kube.client import KubeClient, resource_path
 from gpuclaim.webhook.convert import Conversion, convert_pod
+from gpuclaim.webhook.convert.templates import spec_hash
 from gpuclaim.webhook.templates import CreationError, create_objects
 
 NS = "ml"
@@ -100,18 +101,28 @@ async def test_a_template_the_cluster_view_knows_needs_no_api_call(double: Runni
         await cache.stop()
 
 
-async def test_a_sharing_group_creates_one_claim_and_refuses_a_different_shape(double: RunningDouble,
-                                                                               client: KubeClient) -> None:
+async def test_a_sharing_group_creates_one_claim_per_shape_named_after_its_content(double: RunningDouble,
+                                                                                    client: KubeClient) -> None:
     first = conversion(1, group="chat")
     await create_objects(client, None, NS, first, dry_run=False)
     await create_objects(client, None, NS, conversion(1, group="chat"), dry_run=False)
     (claim,) = stored(double, CLAIMS)
-    assert claim["metadata"]["name"] == "gpuclaim-shared-chat"
+    assert claim["metadata"]["name"] == "gpuclaim-shared-chat-" + spec_hash(claim["spec"])
     assert claim["metadata"]["annotations"] == {"gpuclaim.io/sharing-group": "chat"}
-    with pytest.raises(CreationError) as info:
-        await create_objects(client, None, NS, conversion(3, group="chat"), dry_run=False)
-    assert info.value.is_refusal
-    assert info.value.message.startswith(f"ResourceClaim {NS}/gpuclaim-shared-chat already exists with a different")
+    await create_objects(client, None, NS, conversion(3, group="chat"), dry_run=False)
+    assert len(stored(double, CLAIMS)) == 2
+
+
+async def test_a_squatted_shared_claim_name_cannot_lock_the_groups_pods_out(double: RunningDouble,
+                                                                           client: KubeClient) -> None:
+    """Issue 14, finding 7: a forged review created the group's claim with another spec; the real pods of the
+    group were then refused. Names carry the spec's hash: the squatter's claim has another name."""
+    squatter = conversion(3, group="victim-group")
+    await create_objects(client, None, NS, squatter, dry_run=False)
+    real = conversion(1, group="victim-group")
+    result = await create_objects(client, None, NS, real, dry_run=False)
+    assert result.created == [f"ResourceClaim {NS}/{real.claims[0]['metadata']['name']}"]
+    assert real.claims[0]["metadata"]["name"] != squatter.claims[0]["metadata"]["name"]
 
 
 async def test_a_slow_api_is_a_clear_infrastructure_error(double: RunningDouble, client: KubeClient) -> None:

@@ -88,9 +88,10 @@ def test_a_sharing_group_references_one_named_claim_for_every_pod() -> None:
     b = converted(by_name("seed-legacy-workloads.yaml", "chat-b"))
     assert a.conversion.templates == [] and a.conversion.claims == b.conversion.claims
     (claim,) = a.conversion.claims
-    assert claim["metadata"]["name"] == "gpuclaim-shared-chat"
+    assert claim["metadata"]["name"].startswith("gpuclaim-shared-chat-") and len(claim["metadata"]["name"]) == 37
     assert claim["metadata"]["annotations"] == {"gpuclaim.io/sharing-group": "chat"}
-    assert a.converted["spec"]["resourceClaims"] == [{"name": "gpuclaim", "resourceClaimName": "gpuclaim-shared-chat"}]
+    assert a.converted["spec"]["resourceClaims"] == [{"name": "gpuclaim",
+                                                      "resourceClaimName": claim["metadata"]["name"]}]
 
 
 def test_an_invalid_sharing_group_is_refused_with_the_annotation_path() -> None:

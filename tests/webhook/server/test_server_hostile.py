@@ -196,3 +196,30 @@ async def test_a_denial_for_five_thousand_bad_containers_is_bounded(cores: Serve
     assert status == 200 and response["allowed"] is False
     message = response["status"]["message"]
     assert len(message) < 10_000 and "more errors not shown" in message
+
+
+# --- finding 7: forged reviews ---
+
+@pytest.mark.parametrize("namespace", ["../../../api/v1/secrets", "a/b", "..", "research?watch=1", "Research"])
+async def test_a_namespace_that_is_no_namespace_name_is_refused_before_any_api_call(
+        cores: Server, namespace: str) -> None:
+    review = pod_review(gpus=1, uid="u-forged", namespace="gpu-test1")
+    review["request"]["namespace"] = namespace
+    status, body = await cores.post("/mutate", review)
+    response = body["response"]
+    assert status == 200 and response["allowed"] is False, response
+    assert response["status"]["message"].startswith("request.namespace: Invalid value")
+
+
+def test_api_paths_escape_every_segment_and_refuse_dot_segments() -> None:
+    from gpuclaim.kube.client import resource_path
+
+    assert resource_path("resource.k8s.io/v1", "resourceclaims", namespace="a/b", name="x?y#z") == (
+        "/apis/resource.k8s.io/v1/namespaces/a%2Fb/resourceclaims/x%3Fy%23z")
+    for bad in ("..", "."):
+        with pytest.raises(ValueError):
+            resource_path("v1", "pods", namespace="ns", name=bad)
+        with pytest.raises(ValueError):
+            resource_path("v1", "pods", namespace=bad)
+        with pytest.raises(ValueError):
+            resource_path("v1", "pods", namespace="ns", name="n", subresource=bad)
