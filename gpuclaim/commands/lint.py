@@ -7,6 +7,12 @@ it); `--slices` files are the devices to dry-run against (they may hold DeviceCl
 resourceslices,deviceclasses -o yaml`). Prints `file:doc: kind/name: field: message` per finding, or with
 `-o json` one array of `{file, doc, item, kind, name, field, severity, message}`. Exit 1 on any error (and on
 warnings with --strict), 0 otherwise, 2 on unreadable input.
+
+Selectors, constraints and counts are also checked against the driver attribute schemas shipped with gpuclaim
+(docs/driver-schemas.md); with `--slices`, what the devices of a driver publish wins. `--explain` adds, for each
+request (and DeviceClass), a finding of severity `info` saying which schema and which devices it was checked
+against; in JSON it carries an `explain` object `{field, request, deviceClassName, schemas: [{driver, schema,
+releases, deviceTypes, devices, source}], attributes, capacities, inventory}`.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, metavar="FILE", help="gpuclaim config file (validation modes)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    parser.add_argument("--explain", action="store_true",
+                        help="say, for each request, which driver schema and which devices it was checked against")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +122,8 @@ def _inventory(docs: list[_Doc], slice_docs: list[_Doc], namespace_docs: list[_D
     )
 
 
-def findings_of(docs: list[_Doc], inventory: OfflineInventory, config: Config) -> list[dict[str, Any]]:
+def findings_of(docs: list[_Doc], inventory: OfflineInventory, config: Config, *,
+                explain: bool = False) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for d in docs:
         verdict = validate_manifest(d.obj, inventory=inventory, config=config)
@@ -126,7 +135,35 @@ def findings_of(docs: list[_Doc], inventory: OfflineInventory, config: Config) -
                         "message": text[len(field) + 2:] if field else text})
         for notice in verdict.notices:
             out.append({**base, "field": str(notice.path), "severity": "warning", "message": notice.message})
+        if explain:
+            for record in verdict.explained:
+                out.append({**base, "field": record["field"], "severity": "info", "message": _explained(record),
+                            "explain": record})
     return out
+
+
+def _explained(record: Mapping[str, Any]) -> str:
+    """One line: what a request (or class) was checked against."""
+    what = f"request {record['request']}" if record["deviceClassName"] is not None else "selectors"
+    parts = []
+    for s in record["schemas"]:
+        if s["schema"] is None:
+            parts.append(f"{s['driver']} (no schema: names not checked)")
+        elif s["schema"] == "inventory":
+            parts.append(f"{s['driver']} (the {s['devices']} devices of the inventory"
+                         + (f"; device types {', '.join(s['deviceTypes'])}" if s["deviceTypes"] else "") + ")")
+        else:
+            detail = [f"{s['schema']} schema"]
+            if s["releases"]:
+                detail.append(f"releases {', '.join(s['releases'])}")
+            if s["deviceTypes"]:
+                detail.append(f"device types {', '.join(s['deviceTypes'])}")
+            parts.append(f"{s['driver']} ({'; '.join(detail)})")
+    against = "; ".join(parts) if parts else "no driver schema (the selectors name no driver)"
+    reads = [*record["attributes"], *record["capacities"]]
+    devices = "" if record["inventory"] else "; no inventory (--slices): shipped schemas only"
+    return (f"explain: {what} checked against {against}"
+            + (f"; reads {', '.join(reads)}" if reads else "") + devices)
 
 
 def _text(finding: Mapping[str, Any]) -> str:
@@ -134,7 +171,7 @@ def _text(finding: Mapping[str, Any]) -> str:
     where = f"{finding['file']}:{finding['doc']}" + (f"/items[{item}]" if item is not None else "")
     field = f"{finding['field']}: " if finding["field"] else ""
     message = str(finding["message"]).replace("\n", "\n    ")
-    level = "" if finding["severity"] == "error" else "warning: "
+    level = {"error": "", "warning": "warning: ", "info": ""}[finding["severity"]]
     return f"{where}: {finding['kind']}/{finding['name']}: {field}{level}{message}"
 
 
@@ -143,14 +180,15 @@ def run(args: argparse.Namespace) -> int:
     docs = [d for path in args.files for d in _read(path)]
     slice_docs = [d for path in args.slices for d in _read(path)]
     namespace_docs = None if args.namespaces is None else _read(args.namespaces)
-    found = findings_of(docs, _inventory(docs, slice_docs, namespace_docs), config)
+    found = findings_of(docs, _inventory(docs, slice_docs, namespace_docs), config, explain=args.explain)
     if args.output == "json":
         sys.stdout.write(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         for finding in found:
             print(_text(finding))
         errors = sum(f["severity"] == "error" for f in found)
-        print(f"{len(docs)} objects checked: {errors} errors, {len(found) - errors} warnings", file=sys.stderr)
-    if any(f["severity"] == "error" for f in found) or (args.strict and found):
+        warnings = sum(f["severity"] == "warning" for f in found)
+        print(f"{len(docs)} objects checked: {errors} errors, {warnings} warnings", file=sys.stderr)
+    if any(f["severity"] == "error" for f in found) or (args.strict and any(f["severity"] == "warning" for f in found)):
         return ExitStatus.FINDINGS
     return ExitStatus.OK

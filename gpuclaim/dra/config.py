@@ -22,6 +22,7 @@ from typing import Any, Literal, NamedTuple, TypeGuard
 
 from gpuclaim.dra import celtext
 from gpuclaim.dra.api import names
+from gpuclaim.dra.schemas.model import DriverSchema
 
 Check = Callable[[Any], str | None]
 
@@ -304,6 +305,8 @@ class Config:
     cluster: ClusterConfig = ClusterConfig()
     certs: CertsConfig = CertsConfig()
     logging: LoggingConfig = LoggingConfig()
+    # Driver attribute schemas added to (or, with replace: true, replacing) the shipped ones: docs/driver-schemas.md
+    schemas: tuple[DriverSchema, ...] = ()
 
 
 # --- the loader ---
@@ -372,6 +375,13 @@ def _cross_checks(config: Config, issues: list[ConfigIssue]) -> None:
                 ConfigIssue(f"conversion.mappings[{i}].resource", f"duplicate mapping for {mapping.resource}")
             )
         seen.add(mapping.resource)
+    drivers: set[str] = set()
+    for i, schema in enumerate(config.schemas):
+        if schema.driver in drivers:
+            issues.append(ConfigIssue(f"schemas[{i}].driver", f"duplicate schema for {schema.driver}"))
+        drivers.add(schema.driver)
+        if names.check_dns1123_subdomain(schema.driver):
+            issues.append(ConfigIssue(f"schemas[{i}].driver", "must be a driver name (a lowercase DNS subdomain)"))
 
 
 def _camel(name: str) -> str:

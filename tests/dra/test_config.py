@@ -171,7 +171,7 @@ def test_several_errors_are_reported_at_once() -> None:
 
 def test_schema_description_lists_camel_case_keys() -> None:
     keys = cfg.config_keys()
-    assert set(keys) == {"conversion", "validation", "webhook", "extender", "cluster", "certs", "logging"}
+    assert set(keys) == {"conversion", "validation", "webhook", "extender", "cluster", "certs", "logging", "schemas"}
     assert keys["webhook"]["maxBodyBytes"] == "int"
     assert keys["conversion"]["topology"]["mode"] == ["firstAvailable", "required", "off"]
 

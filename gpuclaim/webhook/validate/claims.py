@@ -8,7 +8,7 @@ from gpuclaim.dra import api, cel
 from gpuclaim.dra.config import ValidationConfig
 from gpuclaim.dra.fieldpath import FieldError
 
-from . import dryrun, selectors, structure
+from . import dryrun, schemas, selectors, structure
 from .adminaccess import check_admin_access
 from .budget import compile_guarded
 from .inventory import DeviceIndex, Inventory, Unknown
@@ -20,8 +20,10 @@ __all__ = ["check_claim_spec"]
 def check_claim_spec(
     spec: api.DeviceClaim, *, parse_errors: list[FieldError], namespace: str, unchanged: bool,
     inventory: Inventory, settings: ValidationConfig, findings: Findings,
+    schema_check: schemas.SchemaCheck | None = None,
 ) -> None:
-    """``unchanged``: an UPDATE that kept the (immutable) spec; only the namespace rule is checked again."""
+    """``unchanged``: an UPDATE that kept the (immutable) spec; only the namespace rule is checked again.
+    ``schema_check``: check names, types and counts against the driver schemas (after the dry-run)."""
     if settings.admin_access == "enforce":
         check_admin_access(spec, namespace=namespace, labels=inventory.namespace_labels(namespace), findings=findings)
     if unchanged:
@@ -66,6 +68,13 @@ def check_claim_spec(
             _no_alternative_matches(request, results, modes, findings)
     if spec.constraints and isinstance(index, DeviceIndex):
         dryrun.check_constraints(spec, matched, modes=modes, findings=findings)
+    if schema_check is not None:
+        classes = {}
+        for request in spec.requests:
+            for alt in request.alternatives:
+                found = inventory.device_class(alt.device_class_name)
+                classes[alt.device_class_name] = found if isinstance(found, api.DeviceClass) else None
+        schemas.check_claim(spec, classes=classes, check=schema_check, findings=findings)
 
 
 def _no_alternative_matches(

@@ -13,7 +13,7 @@ from gpuclaim.dra import api
 from gpuclaim.dra.config import Config
 from gpuclaim.dra.fieldpath import FieldError, Path
 
-from . import dryrun, selectors, structure
+from . import dryrun, schemas, selectors, structure
 from .claims import check_claim_spec, namespace_of
 from .inventory import DeviceIndex, Inventory
 from .pods import check_pod_spec
@@ -27,8 +27,10 @@ CHECKED_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Pod")
 
 def validate_object(
     obj: object, *, operation: Operation | str, old_object: object = None, namespace: str | None = None,
-    inventory: Inventory, config: Config,
+    inventory: Inventory, config: Config, lint: bool = False,
 ) -> Verdict:
+    """``lint``: report what the driver schemas show the scheduler would refuse as errors (``gpuclaim lint``);
+    the webhook reports them as warnings, because kube-apiserver accepts those objects."""
     findings = Findings()
     if not isinstance(obj, Mapping):
         findings.deny(FieldError.invalid(Path.root("kind"), type(obj).__name__, "expected a Kubernetes object"))
@@ -53,19 +55,24 @@ def validate_object(
         return findings.verdict()
     if isinstance(model, api.DeviceClass):
         stored = old is not None and _selectors(old) == _selectors(converted)
-        _device_class(model, errors, stored, inventory, config, findings)
+        _device_class(model, errors, stored, inventory, config, findings, lint)
     elif isinstance(model, api.ResourceClaim | api.ResourceClaimTemplate):
         unchanged = structure.check_immutable(converted, old, findings)
         check_claim_spec(
             model.spec, parse_errors=errors, namespace=namespace_of(converted, namespace), unchanged=unchanged,
             inventory=inventory, settings=config.validation, findings=findings,
+            schema_check=_schema_check(config, inventory, lint),
         )
     return findings.verdict()
 
 
+def _schema_check(config: Config, inventory: Inventory, lint: bool) -> schemas.SchemaCheck:
+    return schemas.SchemaCheck.build(config.schemas, inventory.devices(), severity="deny" if lint else "warn")
+
+
 def _device_class(
     model: api.DeviceClass, errors: list[FieldError], stored: bool, inventory: Inventory, config: Config,
-    findings: Findings,
+    findings: Findings, lint: bool,
 ) -> None:
     """``stored``: an UPDATE that left the selectors byte-identical, compiled as the apiserver does then."""
     structure.check_gated_class(model, findings)
@@ -78,6 +85,7 @@ def _device_class(
         settings = config.validation
         modes = dryrun.Modes(runtime_error=settings.runtime_error, no_match=settings.no_match)
         dryrun.check_class(model, [c for c in compiled if c is not None], index, modes=modes, findings=findings)
+    schemas.check_class(model, check=_schema_check(config, inventory, lint), findings=findings)
 
 
 def _selectors(obj: Mapping[str, Any]) -> object:

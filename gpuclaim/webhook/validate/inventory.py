@@ -51,7 +51,7 @@ class DeviceIndex:
     index it builds (and ``previous=`` to :meth:`build`), so a slice change costs only that slice's devices.
     """
 
-    __slots__ = ("_devices", "_positions", "memo", "parent", "patched", "segments", "summaries", "total")
+    __slots__ = ("_devices", "_positions", "memo", "parent", "patched", "schemas", "segments", "summaries", "total")
     MEMO_SIZE = 32
 
     def __init__(self, segments: Iterable[Segment], summaries: SummaryCache | None = None) -> None:
@@ -67,6 +67,8 @@ class DeviceIndex:
         # Dry-run results by selector chain: valid exactly as long as this index (segments are immutable, and
         # a change of the inventory builds a new index). Owned here so that it dies with the index.
         self.memo: OrderedDict[Any, Any] = OrderedDict()
+        # What these devices publish per driver (webhook.validate.schemas), with the registry it was built for.
+        self.schemas: Any = None
 
     @property
     def devices(self) -> list[api.Device]:

@@ -35,7 +35,7 @@ def validate_manifest(obj: object, *, inventory: Inventory, config: Config) -> V
     kind = obj.get("kind") if isinstance(obj, Mapping) else None
     steps = WORKLOAD_TEMPLATES.get(kind) if isinstance(kind, str) else None
     if steps is None:
-        return validate_object(obj, operation="CREATE", inventory=inventory, config=config)
+        return validate_object(obj, operation="CREATE", inventory=inventory, config=config, lint=True)
     assert isinstance(obj, Mapping)
     findings = Findings()
     template: object = obj

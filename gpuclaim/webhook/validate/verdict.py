@@ -8,6 +8,7 @@ is configurable (``validation.runtimeError``, ``validation.noMatch``, ``validati
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuclaim.dra.fieldpath import FieldError, Path, join_errors
 
@@ -29,6 +30,8 @@ class Notice:
 class Verdict:
     denials: tuple[FieldError, ...] = ()
     notices: tuple[Notice, ...] = ()
+    # what each request was checked against (schemas, devices): ``gpuclaim lint --explain``
+    explained: tuple[dict[str, Any], ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -49,6 +52,7 @@ class Verdict:
 class Findings:
     denials: list[FieldError] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
+    explained: list[dict[str, Any]] = field(default_factory=list)
 
     def deny(self, error: FieldError) -> None:
         if error not in self.denials:
@@ -70,5 +74,8 @@ class Findings:
         elif mode == "warn":
             self.warn(path, message)
 
+    def explain(self, record: dict[str, Any]) -> None:
+        self.explained.append(record)
+
     def verdict(self) -> Verdict:
-        return Verdict(tuple(self.denials), tuple(self.notices))
+        return Verdict(tuple(self.denials), tuple(self.notices), tuple(self.explained))
