@@ -263,10 +263,12 @@ def _counts(spec: api.DeviceClaim, checker: _Checker) -> None:
     """The allocator's limit: the sum over requests of the (smallest subrequest's) count, at most 32."""
     limit = names.ALLOCATION_RESULTS_MAX_SIZE
     total = 0
+    parts = []
     for request in spec.requests:
         counts = [a.count for a in request.alternatives if a.allocation_mode == "ExactCount"]
         smallest = min(counts, default=0)
         total += smallest
+        parts.append(f"{request.name}: {smallest}")
         for alt in request.first_available:
             if alt.allocation_mode == "ExactCount" and alt.count > limit and smallest <= limit:
                 checker.warn(alt.path.child("count"), f"this subrequest can never be allocated: count {alt.count} "
@@ -278,7 +280,8 @@ def _counts(spec: api.DeviceClaim, checker: _Checker) -> None:
         path = single[0].exactly.path.child("count")
     else:
         path = Path(spec.requests[0].path.steps[:-1])
-    checker.error(path, total, f"number of requested devices {total} exceeds the claim limit of {limit}: "
+    checker.error(path, total, f"number of requested devices {total} exceeds the claim limit of {limit} "
+                               f"({', '.join(parts)}): "
                                "kube-apiserver accepts the claim, the scheduler's allocator refuses it "
                                "(\"claim <namespace>/<name>: number of requested devices "
                                f"{total} exceeds the claim limit of {limit}\") and the pod stays Pending")
