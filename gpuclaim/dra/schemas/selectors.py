@@ -59,7 +59,7 @@ class Facts:
 Aliases = dict[str, tuple[Kind, str | None]]  # variable -> (kind, domain); domain None = the whole kind map
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)  # like the compile cache: keys are whole expressions (up to 10 KiB)
 def facts(expression: str) -> Facts | None:
     """None when the expression does not parse (its compile error is reported elsewhere)."""
     try:

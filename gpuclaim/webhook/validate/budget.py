@@ -26,6 +26,7 @@ from typing import Any
 
 from gpuclaim.dra import cel
 from gpuclaim.dra.fieldpath import FieldError, Path
+from gpuclaim.dra.schemas import selectors as schema_selectors
 
 __all__ = ["INLINE_BYTES", "Expression", "compile_guarded", "expressions", "over_budget", "precompile"]
 
@@ -101,4 +102,5 @@ def precompile(found: list[Expression], *, modes: tuple[cel.Mode, ...], stop: th
             # a compile error is cached by the selector cache, or found again by validate_object
             with contextlib.suppress(cel.CelCompileError):
                 compile_guarded(expression.text, mode=mode)
+        schema_selectors.facts(expression.text)  # the driver-schema checks read the same tree: parse it here too
         progress[0] += 1
