@@ -5,8 +5,10 @@ Reads multi-document YAML and `kubectl get -o yaml` List output. DeviceClasses, 
 Namespaces found in the linted files count as part of the cluster (a claim can name a class defined next to
 it); `--slices` files are the devices to dry-run against (they may hold DeviceClasses too: `kubectl get
 resourceslices,deviceclasses -o yaml`). Prints `file:doc: kind/name: field: message` per finding, or with
-`-o json` one array of `{file, doc, item, kind, name, field, severity, message}`. Exit 1 on any error (and on
-warnings with --strict), 0 otherwise, 2 on unreadable input.
+`-o json` one array of `{file, doc, item, kind, name, field, severity, message}`; an error also carries `stage`:
+`admission` (kube-apiserver or gpuclaim's webhook refuses the object) or `scheduling` (admitted, but the scheduler
+refuses it: the driver-schema checks). Exit 1 on any error (and on warnings with --strict), 0 otherwise, 2 on
+unreadable input.
 
 Selectors, constraints and counts are also checked against the driver attribute schemas shipped with gpuclaim
 (docs/driver-schemas.md); with `--slices`, what the devices of a driver publish wins. `--explain` adds, for each
@@ -128,11 +130,12 @@ def findings_of(docs: list[_Doc], inventory: OfflineInventory, config: Config, *
     for d in docs:
         verdict = validate_manifest(d.obj, inventory=inventory, config=config)
         base = {"file": d.file, "doc": d.doc, "item": d.item, "kind": _kind(d.obj), "name": _name(d.obj)}
-        for error in verdict.denials:
-            field = str(error.path)
-            text = str(error)
-            out.append({**base, "field": field, "severity": "error",
-                        "message": text[len(field) + 2:] if field else text})
+        for stage, errors in (("admission", verdict.denials), ("scheduling", verdict.scheduling)):
+            for error in errors:
+                field = str(error.path)
+                text = str(error)
+                out.append({**base, "field": field, "severity": "error", "stage": stage,
+                            "message": text[len(field) + 2:] if field else text})
         for notice in verdict.notices:
             out.append({**base, "field": str(notice.path), "severity": "warning", "message": notice.message})
         if explain:

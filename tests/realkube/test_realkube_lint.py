@@ -98,7 +98,9 @@ def differences(kube: Kube, unhooked: str, tmp: Path, objects: list[dict]) -> tu
     refused = 0
     for obj, findings in zip(objects, lint_verdicts(tmp, unhooked, objects), strict=True):
         status, message = apiserver_verdict(kube, unhooked, obj)
-        errors = [f"{f['field']}: {f['message']}" for f in findings if f["severity"] == "error"]
+        # admission-stage errors only: what lint knows the scheduler would refuse (driver schemas) the apiserver admits
+        errors = [f"{f['field']}: {f['message']}" for f in findings
+                  if f["severity"] == "error" and f["stage"] == "admission"]
         if status == 404:  # this apiVersion is not served by a default 1.34 apiserver
             warned = [f for f in findings if f["field"] == "apiVersion" and f["severity"] == "warning"]
             out.append(None if warned or errors else f"apiserver: not served ({message}); lint: no warning")

@@ -3,8 +3,9 @@
 Without an inventory the shipped schemas (plus the config's ``schemas:``) are the reference; with one (``lint
 --slices``, the webhook's cluster view) what the devices of a driver publish wins for that driver. Findings the
 issue calls errors (an unknown name, a non-bool selector, a claim over 32 devices, an unknown constraint
-attribute) are reported with ``SchemaCheck.severity``: ``deny`` in ``gpuclaim lint``, ``warn`` in the webhook,
-because kube-apiserver itself accepts these objects. The rest are warnings everywhere.
+attribute) are reported with ``SchemaCheck.severity``: ``deny`` in ``gpuclaim lint`` (as errors the scheduler
+would meet, ``Verdict.scheduling``, apart from admission's denials), ``warn`` in the webhook, because
+kube-apiserver itself accepts these objects. The rest are warnings everywhere.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Literal
 
 from gpuclaim.dra import api
 from gpuclaim.dra.api import names
-from gpuclaim.dra.fieldpath import Path
+from gpuclaim.dra.fieldpath import FieldError, Path
 from gpuclaim.dra.schemas import STANDARD_DOMAIN, Entry, Schema, closest, registry
 from gpuclaim.dra.schemas.selectors import Comparison, Facts, Read, facts
 
@@ -75,7 +76,10 @@ class _Checker:
         self.findings = findings
 
     def error(self, path: Path, value: object, message: str) -> None:
-        self.findings.report(self.check.severity, path, value, message)
+        if self.check.severity == "deny":
+            self.findings.refused_at_scheduling(FieldError.invalid(path, value, message))
+        else:
+            self.findings.warn(path, message)
 
     def warn(self, path: Path, message: str) -> None:
         self.findings.warn(path, message)

@@ -32,6 +32,9 @@ class Verdict:
     notices: tuple[Notice, ...] = ()
     # what each request was checked against (schemas, devices): ``gpuclaim lint --explain``
     explained: tuple[dict[str, Any], ...] = ()
+    # lint only: what admission accepts but the scheduler refuses (driver schemas: an unknown attribute, a claim
+    # over 32 devices); never part of ``denials``, so never of the webhook's answer
+    scheduling: tuple[FieldError, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -53,6 +56,7 @@ class Findings:
     denials: list[FieldError] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
     explained: list[dict[str, Any]] = field(default_factory=list)
+    scheduling: list[FieldError] = field(default_factory=list)
 
     def deny(self, error: FieldError) -> None:
         if error not in self.denials:
@@ -77,5 +81,9 @@ class Findings:
     def explain(self, record: dict[str, Any]) -> None:
         self.explained.append(record)
 
+    def refused_at_scheduling(self, error: FieldError) -> None:
+        if error not in self.scheduling:
+            self.scheduling.append(error)
+
     def verdict(self) -> Verdict:
-        return Verdict(tuple(self.denials), tuple(self.notices), tuple(self.explained))
+        return Verdict(tuple(self.denials), tuple(self.notices), tuple(self.explained), tuple(self.scheduling))

@@ -47,6 +47,7 @@ def test_count_64_is_the_allocators_error_in_lint_and_a_warning_in_the_webhook(
     assert code == 1 and _found(found) == [("spec.devices.requests[0].exactly.count", "error")]
     assert found[0]["message"].startswith("Invalid value: 64: number of requested devices 64 exceeds the claim "
                                           "limit of 32")
+    assert found[0]["stage"] == "scheduling"  # kube-apiserver admits it: the allocator refuses it
     verdict = _webhook(claim)
     assert verdict.allowed and len(verdict.warnings) == 1 and "exceeds the claim limit of 32" in verdict.warnings[0]
 
@@ -114,6 +115,7 @@ def test_a_statically_non_bool_selector_keeps_the_apiservers_refusal(
     code, found = _lint(capsys, tmp_path, claim)
     assert code == 1 and [f["field"] for f in found if f["severity"] == "error"] == [SEL]
     assert "must evaluate to bool or the unknown type, not string" in found[0]["message"]  # upstream's wording
+    assert found[0]["stage"] == "admission"
     assert not _webhook(claim).allowed
 
 
