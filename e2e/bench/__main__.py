@@ -15,7 +15,7 @@ from importlib import metadata
 
 import orjson
 
-BENCHMARKS = ("cel", "cache", "convert", "validate", "webhook", "extender")
+BENCHMARKS = ("cel", "cache", "convert", "validate", "webhook", "extender", "scheduler")
 
 
 def _environment() -> dict[str, object]:

@@ -60,9 +60,10 @@ class FleetPlan:
     provenance: list[str] = field(default_factory=list)
 
 
-def demo_fleet(nodes: int | None = None) -> FleetPlan:
+def demo_fleet(nodes: int | None = None, *, whole_gpus: int | None = None) -> FleetPlan:
     """The demo fleet (19 nodes, the GPUs in use). With `nodes`, that many nodes cloned in turn from the demo
-    fleet's node kinds (their real slices, renamed; pools follow the node), none busy."""
+    fleet's node kinds (their real slices, renamed; pools follow the node), none busy; with `whole_gpus` too,
+    cloned only from the nodes with exactly that many whole GPUs and no MIG devices (the p5 and p4d: 8)."""
     fleet = inventory.build()
     plan = FleetPlan(provenance=list(fleet.provenance))
     by_node: dict[str, list[Obj]] = {}
@@ -79,7 +80,10 @@ def demo_fleet(nodes: int | None = None) -> FleetPlan:
         plan.busy_pods = [o for o in fleet.objects if o["kind"] == "Pod"]
         plan.busy_claims = [o for o in fleet.objects if o["kind"] == "ResourceClaim"]
         return plan
-    templates = list(by_node.items())
+    templates = [(name, objs) for name, objs in by_node.items()
+                 if whole_gpus is None or _whole_gpus(objs) == (whole_gpus, 0)]
+    if not templates:
+        raise PlaneError(f"no node of the demo fleet has {whole_gpus} whole GPUs and no MIG devices")
     for i in range(nodes):
         source, objs = templates[i % len(templates)]
         name = f"{source}-n{i:03d}"
@@ -99,14 +103,21 @@ def demo_fleet(nodes: int | None = None) -> FleetPlan:
     return plan
 
 
+def _whole_gpus(objs: list[Obj]) -> tuple[int, int]:
+    """(whole GPUs, MIG devices) in a node's gpu.nvidia.com slices."""
+    types = [d["attributes"]["type"]["string"] for o in objs if o["kind"] == "ResourceSlice"
+             and o["spec"]["driver"] == inventory.DRIVER for d in o["spec"]["devices"]]
+    return types.count("gpu"), types.count("mig")
+
+
 def load_fleet(api: Api, plan: FleetPlan) -> None:
     api.apply_all(o for o in plan.setup if o["kind"] != "Node")
     for node in (o for o in plan.setup if o["kind"] == "Node"):
         status, body = api.request("POST", "/api/v1/nodes", node)
         if status not in (201, 409):
             raise ApiError("POST", "/api/v1/nodes", status, body)
-        # the create keeps status on 1.34, but say it again through /status so a strategy change cannot drop it
-        api.patch_status(node, node["status"])
+        if status == 409 or not (body.get("status") or {}).get("conditions"):
+            api.patch_status(node, node["status"])  # 1.34 keeps status on create; else say it through /status
     for ns in {o["metadata"]["namespace"] for o in plan.busy_pods}:
         wait_default_sa(api, ns)
     for pod, claim in zip(plan.busy_pods, plan.busy_claims, strict=True):

@@ -53,7 +53,8 @@ class Stack:
 
     @classmethod
     def start(cls, run: Path, binaries: dict[str, Path], *, nodes: int | None = None,
-              values: Obj | None = None, servers: bool = True) -> Stack:
+              values: Obj | None = None, servers: bool = True, whole_gpus: int | None = None,
+              extenders: bool = True) -> Stack:
         if (run / "state.json").exists():
             raise PlaneError(f"{run} holds a running cluster's state: `python -m e2e.kube down` first")
         if run.exists():
@@ -61,7 +62,8 @@ class Stack:
         run.mkdir(parents=True)
         started = time.monotonic()
         plane = ControlPlane(run, binaries)
-        stack = cls(plane, install.Gpuclaim(plane, values=values or {}), install.demo_fleet(nodes))
+        fleet = install.demo_fleet(nodes, whole_gpus=whole_gpus)
+        stack = cls(plane, install.Gpuclaim(plane, values=values or {}), fleet)
         try:
             plane.start_core()
             api = plane.api()
@@ -76,7 +78,7 @@ class Stack:
                     t = time.monotonic()
                     stack.gpuclaim.start_servers()
                     stack.timings["webhook+extender"] = round(time.monotonic() - t, 2)
-                plane.start_scheduler(stack.gpuclaim.extenders())
+                plane.start_scheduler(stack.gpuclaim.extenders() if extenders else [])
                 for ns in ("default", install.inventory.WORKLOAD_NAMESPACE, install.inventory.UNLABELED_NAMESPACE):
                     install.wait_default_sa(api, ns)
             finally:

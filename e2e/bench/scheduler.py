@@ -1,0 +1,161 @@
+"""`python -m e2e.bench scheduler [--quick]`: the real kube-scheduler (v1.34, built from Go modules) scheduling
+one-GPU pods on fake 8-GPU nodes with real ResourceSlices, without and with gpuclaim's extender; and pod-create
+latency through the real kube-apiserver without and with gpuclaim's webhooks.
+
+One loopback cluster (`e2e.kube`): 500 nodes (--quick: 50) cloned from the demo fleet's 8-GPU p5/p4d nodes. A run:
+the scheduler stopped, N one-GPU pods created one after another by one keep-alive client (each create timed;
+with the webhooks registered each pod is converted to a ResourceClaimTemplate), the resourceclaim controller
+makes their N claims, then the scheduler starts (with or without the chart's extenders[]) and the time from its
+first bind to its last gives the throughput. Without the webhooks the same pod is created and deleted again
+(unconverted, it would never schedule: no node advertises nvidia.com/gpu).
+
+Figures: `pods_per_s_without`, `pods_per_s_with`, `ratio` (target >= 0.8); `create_p50_ms_*`, `create_p99_ms_without`,
+`create_p99_ms_with`, `create_overhead_p99_ms` (target <= 10); seconds to bind all pods after the scheduler's start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from e2e.kube import build
+from e2e.kube.api import Api, collection
+from e2e.kube.cluster import stop_procs
+from e2e.kube.install import wait_default_sa
+from e2e.kube.stack import Stack
+
+Obj = dict[str, Any]
+NAMESPACE = "bench"
+WEBHOOKS = ("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpuclaim-webhook",
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/gpuclaim-webhook")
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _pod(name: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                                     "resources": {"limits": {"nvidia.com/gpu": 1},
+                                                   "requests": {"cpu": "100m", "memory": "128Mi"}}}]}}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _create_all(api: Api, count: int, prefix: str) -> list[float]:
+    latencies = []
+    for i in range(count):
+        started = time.perf_counter()
+        status, body = api.request("POST", collection("Pod", NAMESPACE), _pod(f"{prefix}-{i:04d}"))
+        latencies.append((time.perf_counter() - started) * 1000)
+        if status != 201:
+            raise RuntimeError(f"pod create {i}: {status} {body.get('message')}")
+    return latencies
+
+
+def _wait(what: str, check: Any, timeout: float, interval: float = 0.25) -> float:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not after {timeout:.0f}s")
+        time.sleep(interval)
+    return time.monotonic()
+
+
+def _delete_all(api: Api) -> None:
+    for pod in api.list("Pod", NAMESPACE):
+        api.delete(f"{collection('Pod', NAMESPACE)}/{pod['metadata']['name']}")
+    _wait("pods and claims gone", lambda: not api.list("Pod", NAMESPACE) and not api.list("ResourceClaim", NAMESPACE),
+          timeout=300, interval=0.5)
+
+
+def _schedule_run(stack: Stack, api: Api, count: int, *, extender: bool, label: str) -> Obj:
+    latencies = _create_all(api, count, label)
+    _wait(f"{count} claims", lambda: len(api.list("ResourceClaim", NAMESPACE)) >= count, timeout=300)
+    started = time.monotonic()
+    stack.plane.start_scheduler(stack.gpuclaim.extenders() if extender else [])
+    ready = time.monotonic()
+    first = None
+    while True:
+        bound = sum(1 for p in api.list("Pod", NAMESPACE) if p["spec"].get("nodeName"))
+        now = time.monotonic()
+        if bound and first is None:
+            first = (now, bound)
+        if bound >= count:
+            break
+        if now - started > 900:
+            raise RuntimeError(f"{label}: {bound} of {count} bound after 900 s")
+        time.sleep(0.1)
+    assert first is not None
+    stop_procs([stack.plane.procs.pop("kube-scheduler")])
+    span = max(now - first[0], 1e-3)
+    claims = api.list("ResourceClaim", NAMESPACE)
+    allocated = sum(1 for c in claims if (c.get("status") or {}).get("allocation"))
+    _delete_all(api)
+    return {"pods_per_s": round((count - first[1]) / span, 1) if count > first[1] else None,
+            "bind_all_s": round(now - ready, 2), "scheduler_start_s": round(ready - started, 2),
+            "allocated": allocated, "create_ms": latencies}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    nodes, pods = (50, 50) if args.quick else (500, 500)
+    binaries = build.ensure(build.cache_dir(), log=_log)
+    run_dir = Path(tempfile.mkdtemp(prefix="gpuclaim-bench-scheduler-"))
+    shutil.rmtree(run_dir)
+    started = time.monotonic()
+    _log(f"starting the control plane with {nodes} fake 8-GPU nodes")
+    stack = Stack.start(run_dir, binaries, nodes=nodes, whole_gpus=8, extenders=False)
+    try:
+        setup_s = time.monotonic() - started
+        stop_procs([stack.plane.procs.pop("kube-scheduler")])
+        api = stack.plane.api()
+        api.apply_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
+        wait_default_sa(api, NAMESPACE)
+        _create_all(api, 20, "warmup")  # the template exists, connections and caches are warm
+        _delete_all(api)
+        _log(f"{pods} pods, scheduler without the extender")
+        without = _schedule_run(stack, api, pods, extender=False, label="without")
+        _log(f"  {without['pods_per_s']} pods/s; {pods} pods, scheduler with the extender")
+        with_ext = _schedule_run(stack, api, pods, extender=True, label="with")
+        _log(f"  {with_ext['pods_per_s']} pods/s; {pods} pod creates without the webhooks")
+        registrations = [api.get(path) for path in WEBHOOKS]
+        for path in WEBHOOKS:
+            api.delete(path, grace=None)
+        time.sleep(2)  # the apiserver's webhook configuration informer drops them
+        plain = _create_all(api, pods, "plain")
+        _delete_all(api)
+        for registration in registrations:
+            for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+                registration["metadata"].pop(key, None)
+            api.create(registration)
+        converted = without["create_ms"] + with_ext["create_ms"]
+        api.close()
+    finally:
+        stack.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+    out: Obj = {
+        "nodes": nodes, "gpus_per_node": 8, "pods": pods, "kubernetes": "v1.34.4",
+        "pods_per_s_without": without["pods_per_s"], "pods_per_s_with": with_ext["pods_per_s"],
+        "bind_all_s_without": without["bind_all_s"], "bind_all_s_with": with_ext["bind_all_s"],
+        "allocated_without": without["allocated"], "allocated_with": with_ext["allocated"],
+        "create_p50_ms_without": round(statistics.median(plain), 2),
+        "create_p99_ms_without": round(_percentile(plain, 0.99), 2),
+        "create_p50_ms_with": round(statistics.median(converted), 2),
+        "create_p99_ms_with": round(_percentile(converted, 0.99), 2),
+        "setup_s": round(setup_s, 1),
+    }
+    if out["pods_per_s_without"] and out["pods_per_s_with"]:
+        out["ratio"] = round(out["pods_per_s_with"] / out["pods_per_s_without"], 3)
+    out["create_overhead_p99_ms"] = round(out["create_p99_ms_with"] - out["create_p99_ms_without"], 2)
+    out["targets"] = {"ratio": ">= 0.8", "create_overhead_p99_ms": "<= 10"}
+    return out
