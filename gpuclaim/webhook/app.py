@@ -13,6 +13,7 @@ import contextlib
 import gc
 import logging
 import signal
+import ssl
 from collections.abc import AsyncIterator, Callable
 from importlib import metadata
 from typing import Any
@@ -84,6 +85,11 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
     if reloader is not None:
         metrics.watch_cert_expiry(reloader.expiry_timestamp)
         app.cleanup_ctx.append(reloader.cleanup_ctx)
+        if config.webhook.client_auth.ca_file:
+            # optional, not required at the handshake: kubelet's HTTPS probes carry no certificate; the
+            # admission handlers refuse a call without a verified one (handlers.client_refusal)
+            reloader.context.verify_mode = ssl.CERT_OPTIONAL
+            reloader.context.load_verify_locations(cafile=config.webhook.client_auth.ca_file)
     app[keys.CONFIG] = config
     app[keys.REGISTRY] = registry
     app[keys.METRICS] = metrics

@@ -24,9 +24,30 @@ def _error(request: web.Request, endpoint: str, code: int, message: str, started
     return web.Response(status=code, body=review.bad_request_body(code, message), content_type=_JSON)
 
 
+def client_refusal(request: web.Request) -> tuple[int, str] | None:
+    """With webhook.clientAuth.caFile: the caller must have shown a certificate the CA signed (the TLS layer
+    verified it), and with allowedNames one naming an allowed identity. None when the call may go on."""
+    auth = request.app[keys.STATE].context.config.webhook.client_auth
+    if not auth.ca_file:
+        return None
+    transport = request.transport
+    cert = transport.get_extra_info("peercert") if transport is not None else None
+    if not cert:
+        return 401, "a client certificate signed by webhook.clientAuth.caFile is required"
+    if auth.allowed_names:
+        names = {value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"}
+        names |= {value for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"}
+        if not names & set(auth.allowed_names):
+            return 403, "the client certificate names none of webhook.clientAuth.allowedNames"
+    return None
+
+
 async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Response:
     started = time.perf_counter()
     app = request.app
+    refused = client_refusal(request)
+    if refused is not None:
+        return _error(request, endpoint, refused[0], refused[1], started)
     raw_type = request.headers.get(hdrs.CONTENT_TYPE)
     # the exact header kube-apiserver sends needs no parsing (aiohttp parses it anew for every request)
     if raw_type and raw_type != _JSON and request.content_type != _JSON:

@@ -259,6 +259,7 @@ def encode(response: Response) -> bytes:
 
 def bad_request_body(code: int, message: str) -> bytes:
     """A `meta.k8s.io/v1` Status for the HTTP error channel, so the apiserver logs a readable reason."""
-    reasons = {400: "BadRequest", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType", 500: "InternalError"}
+    reasons = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 413: "RequestEntityTooLarge",
+               415: "UnsupportedMediaType", 500: "InternalError"}
     return orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                          "message": message, "reason": reasons.get(code, "BadRequest"), "code": code})

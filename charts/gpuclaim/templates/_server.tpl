@@ -139,6 +139,11 @@ spec:
             - name: tls
               mountPath: /etc/gpuclaim/tls
               readOnly: true
+            {{- if and (eq .component "webhook") $v.clientAuth.caConfigMap }}
+            - name: client-ca
+              mountPath: /etc/gpuclaim/client-ca
+              readOnly: true
+            {{- end }}
             - name: tmp
               mountPath: /tmp
       volumes:
@@ -154,6 +159,14 @@ spec:
                 path: tls.crt
               - key: tls.key
                 path: tls.key
+        {{- if and (eq .component "webhook") $v.clientAuth.caConfigMap }}
+        - name: client-ca
+          configMap:
+            name: {{ $v.clientAuth.caConfigMap }}
+            items:
+              - key: ca.crt
+                path: ca.crt
+        {{- end }}
         - name: tmp
           emptyDir:
             sizeLimit: 64Mi
