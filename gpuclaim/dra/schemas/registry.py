@@ -20,7 +20,7 @@ from gpuclaim.dra.config import ConfigError, load_config
 from gpuclaim.dra.schemas.model import STANDARD_DOMAIN, DriverSchema, Entry, Schema, entries_of
 from gpuclaim.dra.semver import Semver
 
-__all__ = ["Registry", "observed", "registry", "shipped"]
+__all__ = ["Published", "Registry", "observed", "published", "registry", "shipped"]
 
 
 class Registry:
@@ -105,44 +105,96 @@ def _type_of(value: object) -> str:
     return "string"
 
 
-def observed(devices: Iterable[api.Device], base: Registry) -> dict[str, Schema]:
-    """What the devices publish, per driver: every attribute with the type of its values, every capacity, the
-    device types (values of the driver's type attribute) and product names. MIG tables come from ``base``."""
-    attrs: dict[str, dict[tuple[str, str], set[str]]] = {}
-    caps: dict[str, set[tuple[str, str]]] = {}
-    kinds: dict[str, set[str]] = {}
-    products: dict[str, set[str]] = {}
-    counts: dict[str, int] = {}
+# What one group of devices (a slice) publishes, per driver: (driver, attributes as (domain, name, type), capacities
+# as (domain, name), device types, product names, number of devices). Hashable, so that the slices of one GPU
+# model (equal but for their count) merge once.
+Published = tuple[str, frozenset[tuple[str, str, str]], frozenset[tuple[str, str]], frozenset[str], frozenset[str], int]
+
+
+def published(devices: Iterable[api.Device], base: Registry) -> tuple[Published, ...]:
+    """What ``devices`` publish, per driver (computed once per slice by the caller, kept while the slice is)."""
+    acc: dict[str, _Acc] = {}
     for device in devices:
         driver = device.driver
-        counts[driver] = counts.get(driver, 0) + 1
-        table = attrs.setdefault(driver, {})
-        shipped_schema = base.get(driver)
-        type_attribute = f"{driver}/{shipped_schema.type_attribute if shipped_schema else 'type'}"
-        for name, value in device.attributes.items():
+        entry = acc.get(driver)
+        if entry is None:
+            entry = acc[driver] = _Acc(driver, base)
+        entry.count += 1
+        attributes = device.attributes
+        # Devices of one model repeat every name: only new names are looked at (a set difference in C); a name's
+        # type is its value's on the first device of the slice that publishes it.
+        for name in attributes.keys() - entry.seen:
+            entry.seen.add(name)
             domain, _, ident = name.partition("/")
-            table.setdefault((domain, ident), set()).add(_type_of(value))
-            if name == type_attribute and isinstance(value, str):
-                kinds.setdefault(driver, set()).add(value)
-            elif name == f"{driver}/productName" and isinstance(value, str):
-                products.setdefault(driver, set()).add(value)
-        caps.setdefault(driver, set()).update(tuple(n.partition("/")[::2]) for n in device.capacity)  # type: ignore[misc]
+            entry.attrs.add((domain, ident, _type_of(attributes[name])))
+        kind, product = attributes.get(entry.type_name), attributes.get(entry.product_name)
+        if kind.__class__ is str:
+            entry.kinds.add(kind)
+        if product.__class__ is str:
+            entry.products.add(product)
+        for name in device.capacity.keys() - entry.seen_caps:
+            entry.seen_caps.add(name)
+            domain, _, ident = name.partition("/")
+            entry.caps.add((domain, ident))
+    return tuple((e.driver, frozenset(e.attrs), frozenset(e.caps), frozenset(e.kinds), frozenset(e.products), e.count)
+                 for e in acc.values())
+
+
+class _Acc:
+    __slots__ = ("attrs", "caps", "count", "driver", "kinds", "product_name", "products", "seen", "seen_caps",
+                 "type_name")
+
+    def __init__(self, driver: str, base: Registry) -> None:
+        shipped_schema = base.get(driver)
+        self.driver = driver
+        self.type_name = f"{driver}/{shipped_schema.type_attribute if shipped_schema else 'type'}"
+        self.product_name = f"{driver}/productName"
+        self.attrs: set[tuple[str, str, str]] = set()
+        self.caps: set[tuple[str, str]] = set()
+        self.kinds: set[str] = set()
+        self.products: set[str] = set()
+        self.seen: set[str] = set()
+        self.seen_caps: set[str] = set()
+        self.count = 0
+
+
+def observed(parts: Iterable[tuple[Published, ...]], base: Registry) -> dict[str, Schema]:
+    """Merge what groups of devices publish into one schema per driver: every attribute with the type of its
+    values, every capacity, the device types and product names. MIG tables come from ``base``."""
+    counts: dict[str, int] = {}
+    unique: set[tuple[str, frozenset[tuple[str, str, str]], frozenset[tuple[str, str]], frozenset[str],
+                      frozenset[str]]] = set()
+    for part in parts:
+        for driver, attrs, caps, kinds, products, count in part:
+            counts[driver] = counts.get(driver, 0) + count
+            unique.add((driver, attrs, caps, kinds, products))
+    types: dict[str, dict[tuple[str, str], set[str]]] = {}
+    capacities: dict[str, set[tuple[str, str]]] = {}
+    kinds_of: dict[str, set[str]] = {}
+    products_of: dict[str, set[str]] = {}
+    for driver, attrs, caps, kinds, products in unique:
+        table = types.setdefault(driver, {})
+        for domain, name, kind in attrs:
+            table.setdefault((domain, name), set()).add(kind)
+        capacities.setdefault(driver, set()).update(caps)
+        kinds_of.setdefault(driver, set()).update(kinds)
+        products_of.setdefault(driver, set()).update(products)
     out = {}
-    for driver, table in attrs.items():
+    for driver, table in types.items():
         shipped_schema = base.get(driver)
         out[driver] = Schema(
             driver=driver, origin="inventory", title=shipped_schema.title if shipped_schema else driver,
             source=f"{counts[driver]} devices of the inventory", releases=(),
-            device_types=tuple(sorted(kinds.get(driver, ()))),
-            # a name published with two types (never by one driver in practice) keeps no type: not checked
+            device_types=tuple(sorted(kinds_of[driver])),
+            # a name published with two types (never by one driver in practice) keeps no type: not type-checked
             attributes=tuple(
-                Entry(domain, name, next(iter(types)) if len(types) == 1 else None,  # type: ignore[arg-type]
+                Entry(domain, name, next(iter(kinds)) if len(kinds) == 1 else None,  # type: ignore[arg-type]
                       frozenset(), frozenset())
-                for (domain, name), types in sorted(table.items())
+                for (domain, name), kinds in sorted(table.items())
             ),
-            capacities=tuple(Entry(d, n, None, frozenset(), frozenset()) for d, n in sorted(caps[driver])),
+            capacities=tuple(Entry(d, n, None, frozenset(), frozenset()) for d, n in sorted(capacities[driver])),
             mig_profiles=shipped_schema.mig_profiles if shipped_schema else (),
-            products=tuple(sorted(products.get(driver, ()))), devices=counts[driver],
+            products=tuple(sorted(products_of[driver])), devices=counts[driver],
             type_attribute=shipped_schema.type_attribute if shipped_schema else "type",
         )
     return out

@@ -44,8 +44,14 @@ class SchemaCheck:
         if not isinstance(index, DeviceIndex):
             return cls(reg, None, severity)
         if index.schemas is None or index.schemas[0] is not reg:
-            # Owned by the index: recomputed only for new devices (a new index) or another config.
-            index.schemas = (reg, registry.observed(index.devices, reg))
+            # Owned by the index (a new one for every slice change), merged from what each slice publishes,
+            # which its segment owns: an unchanged slice is not read again.
+            parts = []
+            for segment in index.segments:
+                if segment.schemas is None or segment.schemas[0] is not reg:
+                    segment.schemas = (reg, registry.published(segment.devices, reg))
+                parts.append(segment.schemas[1])
+            index.schemas = (reg, registry.observed(parts, reg))
         return cls(reg, index.schemas[1], severity)
 
     def schema(self, driver: str) -> Schema | None:

@@ -42,7 +42,7 @@ def _scope_of(node_name: str | None, selector: object, all_nodes: bool, slice_na
 class Segment:
     """The devices of one slice usable somewhere, in slice order; ``scope`` is set when all share one."""
 
-    __slots__ = ("_memo", "devices", "name", "scope", "scopes", "source", "version")
+    __slots__ = ("_memo", "devices", "name", "schemas", "scope", "scopes", "source", "version")
     MEMO_SIZE = 32
 
     def __init__(self, source: api.ResourceSlice) -> None:
@@ -63,6 +63,8 @@ class Segment:
         self.scopes: tuple[Scope, ...] = tuple(scopes)
         self.scope: Scope | None = scopes[0] if scopes and scopes.count(scopes[0]) == len(scopes) else None
         self._memo: dict[Chain, SliceSummary] = {}
+        # What these devices publish (webhook.validate.schemas), with the registry it was computed for.
+        self.schemas: Any = None
 
     def same_as(self, source: api.ResourceSlice) -> bool:
         """Whether ``source`` is the slice this segment was built from (a relist re-parses unchanged slices)."""

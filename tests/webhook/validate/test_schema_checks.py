@@ -304,3 +304,49 @@ def test_every_published_attribute_passes_and_a_changed_name_does_not(read: tupl
     flagged = [w for w in verdict.warnings if "publishes an attribute" in w]
     assert bool(flagged) == typo, verdict.warnings
     assert not [w for w in verdict.warnings if "never true" in w]
+
+
+# --- property: the claim limit is the allocator's sum of smallest counts ---
+
+_COUNTS = st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=3), min_size=1, max_size=4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(requests=_COUNTS, subrequests=st.lists(st.booleans(), min_size=4, max_size=4))
+def test_the_claim_limit_error_is_exactly_the_allocators_condition(requests: list[list[int]],
+                                                                   subrequests: list[bool]) -> None:
+    built = []
+    for i, (counts, use_subs) in enumerate(zip(requests, subrequests, strict=False)):
+        if use_subs:
+            built.append({"name": f"r{i}", "firstAvailable": [
+                {"name": f"s{k}", "deviceClassName": "gpu.nvidia.com", "count": c} for k, c in enumerate(counts)]})
+        else:
+            built.append(o.request(f"r{i}", count=counts[0]))
+    total = sum(min(c) if s else c[0] for c, s in zip(requests, subrequests, strict=False))
+    verdict = validate_object(o.claim(*built), operation="CREATE", inventory=OfflineInventory(), config=o.config(),
+                              lint=True)
+    limit_errors = [e for e in verdict.scheduling if "exceeds the claim limit of 32" in e.detail]
+    assert verdict.allowed  # admission: the apiserver accepts any count
+    assert bool(limit_errors) == (total > 32)
+    if limit_errors:
+        assert f"number of requested devices {total} exceeds the claim limit of 32" in limit_errors[0].detail
+
+
+def test_what_each_slice_publishes_is_read_once_and_kept_across_index_changes() -> None:
+    import dataclasses
+
+    from gpuclaim.webhook.validate import DeviceIndex
+    from gpuclaim.webhook.validate.schemas import SchemaCheck
+
+    slices = [s for s in o.slices(o.H100_SLICES) if s.driver == "gpu.nvidia.com"]
+    index = DeviceIndex.build(slices)
+    check = SchemaCheck.build((), index, severity="warn")
+    assert check.observed is not None and check.observed["gpu.nvidia.com"].devices == 16
+    before = [segment.schemas for segment in index.segments]
+    changed = dataclasses.replace(slices[0], meta=dataclasses.replace(slices[0].meta, resource_version="999"))
+    newer = index.replaced({slices[0].name: changed})
+    assert newer is not None and newer is not index
+    again = SchemaCheck.build((), newer, severity="warn")
+    after = [segment.schemas for segment in newer.segments]
+    assert after[1] is before[1]  # the unchanged slice was not read again
+    assert after[0] is not before[0] and again.observed == check.observed
