@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     kube = _kube_config(args)
     # gpuclaim's own namespace is never converted (the chart sets POD_NAMESPACE from the downward API)
     checks = admit.core_checks(own_namespace=os.environ.get("POD_NAMESPACE") or None)
-    application = app.create_app(config, checks=checks, reloader=reloader, kube_config=kube)
+    application = app.create_app(config, checks=checks, reloader=reloader, kube_config=kube,
+                                 namespace=os.environ.get("POD_NAMESPACE") or None)
     try:
         asyncio.run(app.serve(application, listen=config.webhook.listen,
                               metrics_listen=config.webhook.metrics_listen,

@@ -302,6 +302,26 @@ class CertsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class GcConfig:
+    """Garbage collection of what the webhook creates (kube/garbage.py, docs/garbage-collection.md): its
+    ResourceClaimTemplates no pod references and its sharing-group ResourceClaims nobody uses are deleted once
+    idle for ``idleSeconds``, by the one webhook replica holding the Lease ``leaseName``. The lease timings are
+    client-go's leader-election defaults (15 s / 10 s / 2 s)."""
+
+    enabled: bool = True
+    idle_seconds: float = field(default=3600.0, metadata=_meta(_positive))
+    interval_seconds: float = field(default=300.0, metadata=_meta(_positive))
+    dry_run: bool = False  # find and count what would be deleted, log it, delete nothing
+    lease_name: str = field(default="gpuclaim-gc", metadata=_meta(_subdomain))
+    # default: the webhook's own namespace (POD_NAMESPACE)
+    lease_namespace: str | None = field(default=None, metadata=_meta(_rule(
+        lambda v: not names.check_dns1123_label(v), "must be a namespace name (a DNS label)")))
+    lease_duration_seconds: float = field(default=15.0, metadata=_meta(_positive))
+    renew_deadline_seconds: float = field(default=10.0, metadata=_meta(_positive))
+    retry_period_seconds: float = field(default=2.0, metadata=_meta(_positive))
+
+
+@dataclass(frozen=True, slots=True)
 class LoggingConfig:
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["json", "text"] = "json"
@@ -315,6 +335,7 @@ class Config:
     extender: ExtenderConfig = ExtenderConfig()
     cluster: ClusterConfig = ClusterConfig()
     certs: CertsConfig = CertsConfig()
+    gc: GcConfig = GcConfig()
     logging: LoggingConfig = LoggingConfig()
     # Driver attribute schemas added to (or, with replace: true, replacing) the shipped ones: docs/driver-schemas.md
     schemas: tuple[DriverSchema, ...] = ()
@@ -379,6 +400,12 @@ def _cross_checks(config: Config, issues: list[ConfigIssue]) -> None:
         tls: TlsConfig = getattr(config, section).tls
         if (tls.cert_file is None) != (tls.key_file is None):
             issues.append(ConfigIssue(f"{section}.tls", "certFile and keyFile must be set together"))
+    gc = config.gc
+    # client-go's leaderelection.NewLeaderElector checks the same two orderings (JitterFactor 1.2)
+    if gc.lease_duration_seconds <= gc.renew_deadline_seconds:
+        issues.append(ConfigIssue("gc.leaseDurationSeconds", "must be greater than gc.renewDeadlineSeconds"))
+    if gc.renew_deadline_seconds <= 1.2 * gc.retry_period_seconds:
+        issues.append(ConfigIssue("gc.renewDeadlineSeconds", "must be greater than 1.2 x gc.retryPeriodSeconds"))
     seen: set[str] = set()
     for i, mapping in enumerate(config.conversion.mappings):
         if mapping.resource in seen:

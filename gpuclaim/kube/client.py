@@ -145,8 +145,14 @@ class KubeClient:
         return await self.request("PATCH", path, body=patch, content_type=_PATCH_CONTENT_TYPES[patch_type],
                                   params={"dryRun": "All"} if dry_run else None, time_limit=time_limit)
 
-    async def delete(self, path: str, *, time_limit: float | None = None) -> Obj:
-        return await self.request("DELETE", path, time_limit=time_limit)
+    async def delete(self, path: str, *, preconditions: Mapping[str, str] | None = None,
+                     time_limit: float | None = None) -> Obj:
+        """`preconditions` (uid, resourceVersion): the apiserver deletes only that version of that object, else
+        409 Conflict."""
+        body = None
+        if preconditions:
+            body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": dict(preconditions)}
+        return await self.request("DELETE", path, body=body, time_limit=time_limit)
 
     @asynccontextmanager
     async def stream(self, path: str, *, params: Mapping[str, str], silence_timeout: float,

@@ -16,6 +16,7 @@ import functools
 import logging
 import re
 import threading
+import time
 import types
 from collections.abc import Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -230,6 +231,8 @@ class CoreChecks:
         self._offline_config: tuple[Any, Any] | None = None  # (config, the same with requireClassesExist off)
         # (kind, namespace, name) -> (resourceVersion, spec) already compared equal by webhook.templates
         self._verified: dict[tuple[str, str, str], Any] = {}
+        # (kind, namespace, name) -> when its gpuclaim.io/last-used annotation is due for a refresh (gc on)
+        self._touch_due: dict[tuple[str, str, str], float] = {}
         self._live: tuple[Any, Any] | None = None  # (the cluster view, its LiveInventory)
 
     def _without_cluster(self, config: Any) -> Any:
@@ -238,10 +241,15 @@ class CoreChecks:
             self._offline_config = (config, dataclasses.replace(config, require_classes_exist=False))
         return self._offline_config[1]
 
-    def _known(self, cache: Any, namespace: str, specs: Sequence[tuple[str, str, bytes]]) -> bool:
+    def _known(self, cache: Any, namespace: str, specs: Sequence[tuple[str, str, bytes]], touch: bool) -> bool:
         """Every object is in the cluster view at a version already found equal to what this pod needs: the
-        common case (pods of one shape share a template), answered without comparing the specs again."""
+        common case (pods of one shape share a template), answered without comparing the specs again. With
+        `touch` (garbage collection on), not when an object's last-used annotation is due for a refresh."""
         verified = self._verified
+        if touch:
+            now = time.time()
+            if any(now >= self._touch_due.get((kind, namespace, name), 0.0) for kind, name, _ in specs):
+                return False
         for kind, name, spec in specs:
             cached = cache.template(namespace, name) if kind == "ResourceClaimTemplate" else cache.claim(namespace,
                                                                                                           name)
@@ -252,15 +260,20 @@ class CoreChecks:
                 return False
         return True
 
-    def _remember(self, cache: Any, namespace: str, specs: Sequence[tuple[str, str, bytes]]) -> None:
+    def _remember(self, cache: Any, namespace: str, specs: Sequence[tuple[str, str, bytes]],
+                  touch_after: float | None, sharing_annotation: str) -> None:
         if len(self._verified) > 10_000:  # bounded: forget everything rather than grow with every namespace
             self._verified.clear()
+            self._touch_due.clear()
         for kind, name, spec in specs:
             cached = cache.template(namespace, name) if kind == "ResourceClaimTemplate" else cache.claim(namespace,
                                                                                                           name)
             if cached is not None:
                 self._verified[(kind, namespace, name)] = ((cached.get("metadata") or {}).get("resourceVersion"),
                                                            spec)
+                if touch_after is not None:
+                    self._touch_due[(kind, namespace, name)] = self._templates.touch_due(
+                        cached, touch_after, sharing_annotation=sharing_annotation)
 
     async def mutate(self, request: review.Request, ctx: Context) -> Outcome:
         templates = self._templates
@@ -312,12 +325,16 @@ class CoreChecks:
                 text = ("gpuclaim: this pod asks for GPUs it would convert to a ResourceClaimTemplate, but the webhook "
                         "runs without cluster access and cannot create it; the pod was admitted unchanged")
                 return Outcome(warnings=(*notices, Notice("no-cluster", text)))
-            if self._known(cache, request.namespace, prepared.specs):
+            gc = ctx.config.gc
+            touch_after = gc.idle_seconds / 2 if gc.enabled else None
+            if self._known(cache, request.namespace, prepared.specs, touch_after is not None and not request.dry_run):
                 return prepared.converted
             try:  # on dryRun this only compares with the cluster view: sideEffects NoneOnDryRun
                 made = await templates.create_objects(ctx.client, ctx.cluster, request.namespace, conversion,
                                                       dry_run=request.dry_run,
-                                                      time_limit=min(2.0, ctx.config.cluster.api_timeout_seconds))
+                                                      time_limit=min(2.0, ctx.config.cluster.api_timeout_seconds),
+                                                      touch_after=touch_after,
+                                                      sharing_annotation=conversion_config.sharing.annotation)
             except templates.CreationError as exc:
                 if not exc.is_refusal:
                     raise CheckUnavailable(exc.message) from None
@@ -325,7 +342,8 @@ class CoreChecks:
                                warnings=notices)
             created = len(made.created)
             if len(made.known) == len(conversion.objects):
-                self._remember(cache, request.namespace, prepared.specs)
+                self._remember(cache, request.namespace, prepared.specs, touch_after,
+                               conversion_config.sharing.annotation)
         return Outcome(patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices, converted=True,
                        templates_created=created)
 

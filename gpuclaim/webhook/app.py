@@ -73,11 +73,49 @@ async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
         await client.close()
 
 
+async def _garbage_collection(app: web.Application) -> AsyncIterator[None]:
+    """Delete idle templates and sharing-group claims the webhook made (kube/garbage.py), on the replica holding
+    the Lease. Runs only with a cluster, with `gc.enabled`, and when the namespace for the Lease is known."""
+    state = app[keys.STATE]
+    config = state.context.config
+    if state.context.client is None or not config.gc.enabled:
+        yield
+        return
+    namespace = app[keys.NAMESPACE]
+    if not namespace:
+        log.warning("garbage collection is off: no namespace for its Lease (set POD_NAMESPACE or gc.leaseNamespace)")
+        yield
+        return
+    from gpuclaim.kube import garbage, leader
+
+    gc_config = config.gc
+    elector = leader.LeaderElector(
+        state.context.client, namespace=namespace, name=gc_config.lease_name, identity=leader.default_identity(),
+        timing=leader.Timing(lease_duration=gc_config.lease_duration_seconds,
+                             renew_deadline=gc_config.renew_deadline_seconds,
+                             retry_period=gc_config.retry_period_seconds))
+    collector = garbage.GarbageCollector(
+        state.context.client, state.context.cluster, registry=app[keys.REGISTRY], idle_seconds=gc_config.idle_seconds,
+        sharing_annotation=config.conversion.sharing.annotation, dry_run=gc_config.dry_run)
+    state.gc = collector
+    cache = state.context.cluster
+    task = asyncio.create_task(garbage.run(collector, elector, interval=gc_config.interval_seconds,
+                                           synced=lambda: cache.wait_synced(None)), name="gpuclaim-webhook-gc")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        state.gc = None
+
+
 def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader | None = None,
                kube_config: Any = None, registry: CollectorRegistry | None = None,
-               time_limit: float = admit.DEFAULT_TIME_LIMIT) -> web.Application:
+               time_limit: float = admit.DEFAULT_TIME_LIMIT, namespace: str | None = None) -> web.Application:
     """The admission app. `reloader` is the TLS certificate's (its poll task runs with the app; /readyz and the
-    expiry metric read it); `kube_config` a `kube.ApiConfig` for the cluster view, or None to run without one."""
+    expiry metric read it); `kube_config` a `kube.ApiConfig` for the cluster view, or None to run without one;
+    `namespace` the webhook's own (POD_NAMESPACE), where the garbage collector's Lease lives."""
     # the body limit is the app's: aiohttp answers a larger body with 413 before we parse anything
     app = web.Application(client_max_size=config.webhook.max_body_bytes, middlewares=[handlers.guard])
     registry = registry if registry is not None else CollectorRegistry()
@@ -97,8 +135,10 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
     app[keys.RELOADER] = reloader
     app[keys.KUBE] = kube_config
     app[keys.TIME_LIMIT] = time_limit
+    app[keys.NAMESPACE] = config.gc.lease_namespace or namespace
     app[keys.STATE] = keys.State(context=admit.Context(config=config))
     app.cleanup_ctx.append(_cluster_view)
+    app.cleanup_ctx.append(_garbage_collection)  # after the view: it reads it, and stops before it
     app.router.add_post("/mutate", handlers.mutate)
     app.router.add_post("/validate", handlers.validate)
     app.router.add_get("/healthz", handlers.healthz)

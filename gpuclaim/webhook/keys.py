@@ -23,6 +23,8 @@ RELOADER = web.AppKey("gpuclaim.webhook.reloader", CertReloader | None)  # type:
 # the kube ApiConfig to build the cluster view from; None: run without a cluster
 KUBE = web.AppKey("gpuclaim.webhook.kube", Any)
 TIME_LIMIT = web.AppKey("gpuclaim.webhook.time_limit", float)
+# the namespace the webhook runs in (POD_NAMESPACE): where the garbage collector's Lease lives; None: unknown
+NAMESPACE = web.AppKey("gpuclaim.webhook.namespace", str | None)  # type: ignore[arg-type]
 
 
 @dataclass(slots=True)
@@ -32,6 +34,7 @@ class State:
 
     context: Context
     stopping: bool = False
+    gc: Any = None  # the garbage collector (kube.garbage.GarbageCollector) while it runs
     in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
 
 

@@ -10,21 +10,32 @@ Called by the webhook server after :func:`webhook.convert.convert_pod`, before i
   is still returned;
 - the API server down, slow or refusing → ``api-unavailable`` / ``api-rejected``: the server decides
   deny or allow (`webhook.internalErrorPolicy.mutate`).
+
+With garbage collection on (``touch_after``), an object of gpuclaim's that the view knows and that was last used
+(created, or touched) more than ``touch_after`` seconds ago gets its ``gpuclaim.io/last-used`` annotation
+refreshed (a merge patch) before it is handed to the pod: the collector on another replica then either sees the
+new last-used time, or its precondition-guarded DELETE fails on the new resourceVersion; if the DELETE came
+first, the patch gets 404 and the object is created again. Never on dryRun. A failed touch only logs.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gpuclaim.kube import garbage
 from gpuclaim.kube import templates as kube_templates
 from gpuclaim.kube.client import ApiError, ApiUnavailable, KubeClient, resource_path
 from gpuclaim.webhook.convert import Conversion
 
 Obj = dict[str, Any]
 API_VERSION = "resource.k8s.io/v1"
+_PLURALS = {"ResourceClaimTemplate": "resourceclaimtemplates", "ResourceClaim": "resourceclaims"}
+log = logging.getLogger(__name__)
 
 
 class ClusterView(Protocol):
@@ -99,9 +110,35 @@ async def _create_claim(client: KubeClient, namespace: str, claim: Obj, time_lim
         raise _differs(where, diffs)
 
 
+def touch_due(obj: Mapping[str, Any], touch_after: float, *, sharing_annotation: str) -> float:
+    """When admission should next refresh the object's last-used annotation (epoch seconds); never for an object
+    gpuclaim did not make (the collector never deletes those)."""
+    if not garbage.is_ours(str(obj.get("kind") or "ResourceClaimTemplate"), obj, sharing_annotation=sharing_annotation):
+        return float("inf")
+    used = garbage.last_used(obj)
+    return 0.0 if used is None else used + touch_after
+
+
+async def _touch(client: KubeClient, kind: str, namespace: str, name: str, now: float, time_limit: float) -> bool:
+    """Refresh last-used; False when the object is gone (the collector deleted it: create it again)."""
+    path = resource_path(API_VERSION, _PLURALS[kind], namespace=namespace, name=name)
+    patch = {"metadata": {"annotations": {garbage.LAST_USED_ANNOTATION: garbage.format_time(now)}}}
+    try:
+        await client.patch(path, patch, time_limit=time_limit)
+    except ApiError as exc:
+        if exc.code == 404:
+            return False
+        log.warning("could not refresh %s on %s %s/%s: %s", garbage.LAST_USED_ANNOTATION, kind, namespace, name, exc)
+    except ApiUnavailable as exc:
+        log.warning("could not refresh %s on %s %s/%s: %s", garbage.LAST_USED_ANNOTATION, kind, namespace, name, exc)
+    return True
+
+
 async def create_objects(client: KubeClient, view: ClusterView | None, namespace: str, conversion: Conversion, *,
-                         dry_run: bool, time_limit: float = 2.0) -> Created:
-    """Make sure every object ``conversion`` references exists in ``namespace``; raise CreationError if not."""
+                         dry_run: bool, time_limit: float = 2.0, touch_after: float | None = None,
+                         sharing_annotation: str = "", now: Callable[[], float] = time.time) -> Created:
+    """Make sure every object ``conversion`` references exists in ``namespace``; raise CreationError if not.
+    ``touch_after``: garbage collection is on (see the module doc); None: never touch."""
     created: list[str] = []
     known: list[str] = []
     for obj in conversion.objects:
@@ -116,8 +153,12 @@ async def create_objects(client: KubeClient, view: ClusterView | None, namespace
             diffs = _diff(cached, body, kind)
             if diffs:
                 raise _differs(where, diffs)
-            known.append(where)
-            continue
+            if (touch_after is None or dry_run
+                    or now() < touch_due({**cached, "kind": kind}, touch_after, sharing_annotation=sharing_annotation)
+                    or await _touch(client, kind, namespace, name, now(), time_limit)):
+                known.append(where)
+                continue
+            # deleted by the garbage collector since the view saw it: create it again below
         if dry_run:
             continue
         if kind == "ResourceClaimTemplate":

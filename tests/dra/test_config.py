@@ -162,6 +162,27 @@ def test_bad_config_names_the_key_path(data: Any, expected: str) -> None:
     assert any(i.startswith(expected) for i in found), found
 
 
+@pytest.mark.parametrize(("gc", "expected"), [
+    ({"idleSeconds": 0}, "gc.idleSeconds: must be greater than zero"),
+    ({"intervalSeconds": -1}, "gc.intervalSeconds: must be greater than zero"),
+    ({"leaseName": "Not_A_Name"}, "gc.leaseName: must be a lowercase RFC 1123 subdomain"),
+    ({"leaseNamespace": "a.b"}, "gc.leaseNamespace: must be a namespace name"),
+    ({"leaseDurationSeconds": 10}, "gc.leaseDurationSeconds: must be greater than gc.renewDeadlineSeconds"),
+    ({"retryPeriodSeconds": 9}, "gc.renewDeadlineSeconds: must be greater than 1.2 x gc.retryPeriodSeconds"),
+    ({"dryRun": "yes"}, "gc.dryRun: expected a boolean"),
+], ids=["idle-zero", "interval-negative", "lease-name", "lease-namespace", "duration-vs-deadline",
+        "deadline-vs-retry", "dry-run-type"])
+def test_gc_settings_are_checked_like_client_go_checks_its_election(gc: dict[str, Any], expected: str) -> None:
+    found = issues({"gc": gc})
+    assert any(i.startswith(expected) for i in found), found
+
+
+def test_gc_defaults_are_one_hour_idle_and_client_go_lease_timings() -> None:
+    gc = load_config(None).gc
+    assert (gc.enabled, gc.idle_seconds, gc.dry_run, gc.lease_name) == (True, 3600.0, False, "gpuclaim-gc")
+    assert (gc.lease_duration_seconds, gc.renew_deadline_seconds, gc.retry_period_seconds) == (15.0, 10.0, 2.0)
+
+
 def test_several_errors_are_reported_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         load_config({"webhook": {"listen": 1, "maxBodyBytes": "x"}, "extender": {"policy": 2}, "nope": {}})
@@ -171,7 +192,9 @@ def test_several_errors_are_reported_at_once() -> None:
 
 def test_schema_description_lists_camel_case_keys() -> None:
     keys = cfg.config_keys()
-    assert set(keys) == {"conversion", "validation", "webhook", "extender", "cluster", "certs", "logging", "schemas"}
+    assert set(keys) == {"conversion", "validation", "webhook", "extender", "cluster", "certs", "gc", "logging",
+                         "schemas"}
+    assert keys["gc"]["idleSeconds"] == "number"
     assert keys["webhook"]["maxBodyBytes"] == "int"
     assert keys["conversion"]["topology"]["mode"] == ["firstAvailable", "required", "off"]
 

@@ -159,6 +159,38 @@ async def test_finalizers_hold_a_delete_until_removed(client: KubeClient) -> Non
     assert (await _error(client.get(f"{CLAIMS}/c"))).code == 404
 
 
+async def test_delete_preconditions_on_uid_and_resource_version_are_409_as_in_apimachinery(
+        client: KubeClient) -> None:
+    created = await client.create(CLAIMS, _claim())
+    uid, version = created["metadata"]["uid"], created["metadata"]["resourceVersion"]
+    wrong_uid = await _error(client.delete(f"{CLAIMS}/c", preconditions={"uid": "other", "resourceVersion": version}))
+    assert (wrong_uid.code, wrong_uid.reason) == (409, "Conflict")
+    assert wrong_uid.message == (f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "c": Precondition '
+                                 f"failed: UID in precondition: other, UID in object meta: {uid}")
+    await client.patch(f"{CLAIMS}/c", {"metadata": {"labels": {"touched": "yes"}}})
+    stale = await _error(client.delete(f"{CLAIMS}/c", preconditions={"uid": uid, "resourceVersion": version}))
+    assert stale.code == 409 and "Precondition failed: ResourceVersion in precondition: " + version in stale.message
+    current = (await client.get(f"{CLAIMS}/c"))["metadata"]["resourceVersion"]
+    await client.delete(f"{CLAIMS}/c", preconditions={"uid": uid, "resourceVersion": current})
+    assert (await _error(client.get(f"{CLAIMS}/c"))).code == 404
+    bad = await _error(client.request("DELETE", f"{CLAIMS}/x", body={"preconditions": {"uid": 7}}))
+    assert bad.code == 400
+
+
+async def test_leases_are_served_and_validated_against_the_1_34_schema(client: KubeClient) -> None:
+    leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
+             "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": "2026-11-25T03:00:00.000000Z"}}
+    created = await client.create(leases, lease)
+    kubernetes_validate.validate(created, "1.34.0", strict=True)
+    stale = {**created, "spec": {**created["spec"], "holderIdentity": "b"}}
+    await client.update(f"{leases}/l", stale)
+    assert (await _error(client.update(f"{leases}/l", stale))).code == 409  # the resourceVersion moved on
+    invalid = await _error(client.create(leases, {**lease, "metadata": {"name": "m"},
+                                                  "spec": {"leaseDurationSeconds": "long"}}))
+    assert invalid.code == 422
+
+
 async def test_watch_replays_from_a_version_and_reports_selector_transitions(client: KubeClient) -> None:
     start = (await client.list(NODES))["metadata"]["resourceVersion"]
     await client.create(NODES, _node("n", zone="a"))

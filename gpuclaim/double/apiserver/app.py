@@ -255,9 +255,17 @@ class _Handlers:
     async def _delete(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
         options = await _body(request) if request.can_read_body else {}
-        precondition = ((options or {}).get("preconditions") or {}).get("resourceVersion")
-        obj = await self.app[STORE].delete(target.rt, target.namespace or "", target.name,
-                                           dry_run=_dry_run(request), precondition_rv=precondition)
+        if options is None:
+            options = {}
+        if not isinstance(options, dict) or not isinstance(options.get("preconditions") or {}, dict):
+            raise errors.ApiError(400, "the request body must be a DeleteOptions object")
+        preconditions = options.get("preconditions") or {}
+        for key in ("uid", "resourceVersion"):
+            if preconditions.get(key) is not None and not isinstance(preconditions[key], str):
+                raise errors.ApiError(400, f"DeleteOptions.preconditions.{key}: must be a string")
+        obj = await self.app[STORE].delete(target.rt, target.namespace or "", target.name, dry_run=_dry_run(request),
+                                           precondition_rv=preconditions.get("resourceVersion"),
+                                           precondition_uid=preconditions.get("uid"))
         return _json(obj)
 
 

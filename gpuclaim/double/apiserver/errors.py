@@ -42,10 +42,11 @@ def already_exists(plural: str, name: str, group: str) -> ApiError:
                     details=_details(plural, name, group))
 
 
-def conflict(plural: str, name: str, group: str) -> ApiError:
+def conflict(plural: str, name: str, group: str, cause: str | None = None) -> ApiError:
+    """409 Conflict; `cause` replaces the stale-update text (a failed delete precondition says which one)."""
     resource = f"{plural}.{group}" if group else plural
-    return ApiError(409, f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
-                    "please apply your changes to the latest version and try again",
+    cause = cause or "the object has been modified; please apply your changes to the latest version and try again"
+    return ApiError(409, f'Operation cannot be fulfilled on {resource} "{name}": {cause}',
                     details=_details(plural, name, group))
 
 

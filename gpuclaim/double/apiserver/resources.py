@@ -45,6 +45,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "pods", "Pod", namespaced=True, status_subresource=True),
     ResourceType("", "v1", "secrets", "Secret", namespaced=True),
     ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True),
     ResourceType(_ADMISSION, "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
                  namespaced=False),
     ResourceType(_ADMISSION, "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",

@@ -240,10 +240,17 @@ class Store:
         return self._put(rt, "MODIFIED", new, old=old)
 
     async def delete(self, rt: ResourceType, namespace: str, name: str, *, dry_run: bool = False,
-                     precondition_rv: str | None = None) -> Obj:
+                     precondition_rv: str | None = None, precondition_uid: str | None = None) -> Obj:
+        """DeleteOptions.preconditions as apimachinery's Preconditions.Check: the uid first, then the
+        resourceVersion; a mismatch is 409 Conflict naming both values (a recreated or changed object survives)."""
         old = self.get(rt, namespace, name)
-        if precondition_rv and precondition_rv != old["metadata"]["resourceVersion"]:
-            raise errors.conflict(rt.plural, name, rt.group)
+        meta = old["metadata"]
+        if precondition_uid is not None and precondition_uid != meta.get("uid"):
+            raise errors.conflict(rt.plural, name, rt.group, f"Precondition failed: UID in precondition: "
+                                  f"{precondition_uid}, UID in object meta: {meta.get('uid')}")
+        if precondition_rv is not None and precondition_rv != meta["resourceVersion"]:
+            raise errors.conflict(rt.plural, name, rt.group, f"Precondition failed: ResourceVersion in precondition: "
+                                  f"{precondition_rv}, ResourceVersion in object meta: {meta['resourceVersion']}")
         await self._admit("DELETE", rt, namespace, old, old, dry_run)
         if dry_run:
             return old
