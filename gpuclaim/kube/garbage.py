@@ -98,6 +98,13 @@ def pod_references(pod: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
             yield "ResourceClaim", entry["resourceClaimName"]
 
 
+def _in_use(kind: str, obj: Mapping[str, Any], referenced: set[tuple[str, str]]) -> bool:
+    meta = obj.get("metadata") or {}
+    if (kind, str(meta.get("name", ""))) in referenced:
+        return True
+    return kind == "ResourceClaim" and bool((obj.get("status") or {}).get("reservedFor"))
+
+
 class GcMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
@@ -137,7 +144,7 @@ class GarbageCollector:
 
     def __init__(self, client: KubeClient, view: View, *, registry: CollectorRegistry, idle_seconds: float,
                  sharing_annotation: str, dry_run: bool = False, now: Callable[[], float] = time.time,
-                 page_size: int = 500) -> None:
+                 page_size: int = 500, max_deletes_per_second: float = 20.0) -> None:
         self.client = client
         self.view = view
         self.idle_seconds = idle_seconds
@@ -145,6 +152,9 @@ class GarbageCollector:
         self.dry_run = dry_run
         self.now = now
         self.page_size = page_size
+        self.delete_interval = 1.0 / max_deletes_per_second
+        self.relist_seconds = 10.0
+        self._next_delete = 0.0  # time.monotonic() before which the next DELETE waits
         self.metrics = GcMetrics(registry)
         # (kind, namespace, name, uid) -> when this collector first saw it unused
         self._unused_since: dict[tuple[str, str, str, str], float] = {}
@@ -186,38 +196,61 @@ class GarbageCollector:
         idle_counts = dict.fromkeys(KINDS, 0)
         for namespace, objects in sorted(self.candidates().items()):
             try:
-                referenced = await self.referenced(namespace)
+                due = await self._judge(namespace, objects, result, seen, idle_counts)
+                await self._delete_due(namespace, due, result, may_delete)
             except (ApiError, ApiUnavailable) as exc:  # without the pods nothing here can be judged: skip it
                 log.warning("gc: cannot list the pods of namespace %s: %s", namespace, exc)
                 self.metrics.errors.inc()
                 seen.update(k for k in self._unused_since if k[1] == namespace)
-                continue
-            for kind, obj in objects:
-                meta = obj.get("metadata") or {}
-                key = (kind, namespace, str(meta.get("name", "")), str(meta.get("uid", "")))
-                in_use = (kind, key[2]) in referenced or (kind == "ResourceClaim" and bool(
-                    (obj.get("status") or {}).get("reservedFor")))
-                if in_use:
-                    result.in_use += 1
-                    continue
-                seen.add(key)
-                idle_counts[kind] += 1
-                now = self.now()
-                since = self._unused_since.setdefault(key, now)
-                used = last_used(obj)
-                if now - since < self.idle_seconds or (used is not None and now - used < self.idle_seconds):
-                    result.waiting += 1
-                    continue
-                if not may_delete():
-                    log.info("gc: lost the lease during a sweep; %s %s/%s left for the next leader", *key[:3])
-                    continue
-                await self._delete(kind, obj, key, result)
         for key in list(self._unused_since):
             if key not in seen:
                 del self._unused_since[key]  # in use again, or gone
         for kind, count in idle_counts.items():
             self.metrics.idle.labels(kind).set(count)
         return result
+
+    async def _judge(self, namespace: str, objects: list[tuple[str, Obj]], result: SweepResult,
+                     seen: set[tuple[str, str, str, str]], idle_counts: dict[str, int]
+                     ) -> list[tuple[str, tuple[str, str, str, str]]]:
+        """The objects of one namespace unused for idle_seconds by every clock: [(kind, key)]."""
+        referenced = await self.referenced(namespace)
+        due = []
+        for kind, obj in objects:
+            meta = obj.get("metadata") or {}
+            key = (kind, namespace, str(meta.get("name", "")), str(meta.get("uid", "")))
+            if _in_use(kind, obj, referenced):
+                result.in_use += 1
+                continue
+            seen.add(key)
+            idle_counts[kind] += 1
+            now = self.now()
+            since = self._unused_since.setdefault(key, now)
+            used = last_used(obj)
+            if now - since < self.idle_seconds or (used is not None and now - used < self.idle_seconds):
+                result.waiting += 1
+                continue
+            due.append((kind, key))
+        return due
+
+    async def _delete_due(self, namespace: str, due: list[tuple[str, tuple[str, str, str, str]]],
+                          result: SweepResult, may_delete: Callable[[], bool]) -> None:
+        """Delete, paced; the pods are listed again every ``relist_seconds`` of a long run of deletions, and each
+        object is read again from the cluster view just before its DELETE (its latest resourceVersion)."""
+        referenced: set[tuple[str, str]] | None = None
+        listed_at = time.monotonic()
+        for kind, key in due:
+            if not may_delete():
+                log.info("gc: lost the lease during a sweep; %s %s/%s left for the next leader", *key[:3])
+                return
+            if time.monotonic() - listed_at > self.relist_seconds:
+                referenced, listed_at = await self.referenced(namespace), time.monotonic()
+            obj = self.view.objects(kind).get(f"{namespace}/{key[2]}")
+            if obj is None or str((obj.get("metadata") or {}).get("uid", "")) != key[3]:
+                continue  # gone, or replaced: a new object is judged afresh at the next sweep
+            if referenced is not None and _in_use(kind, obj, referenced):
+                result.in_use += 1
+                continue
+            await self._delete(kind, obj, key, result)
 
     async def _delete(self, kind: str, obj: Obj, key: tuple[str, str, str, str], result: SweepResult) -> None:
         _, namespace, name, uid = key
@@ -228,6 +261,10 @@ class GarbageCollector:
             result.would_delete.append(where)
             return
         path = resource_path(_API, _PLURALS[kind], namespace=namespace, name=name)
+        pause = self._next_delete - time.monotonic()
+        if pause > 0:
+            await asyncio.sleep(pause)
+        self._next_delete = time.monotonic() + self.delete_interval
         version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
         try:
             await self.client.delete(path, preconditions={"uid": uid, "resourceVersion": version})

@@ -194,22 +194,32 @@ class LeaderElector:
         self._observed, self._observed_at = dict(lease.get("spec") or {}), self.clock()
 
     async def release(self) -> bool:
-        """Give the lease up (client-go's ReleaseOnCancel) if this replica holds it; True when released."""
+        """Give the lease up (client-go's ReleaseOnCancel) if this replica holds it; True when released. The
+        lease is read first: a renewal cancelled in flight may have written a version this replica never saw."""
         if self._lease is None or self._holder() != self.identity:
             return False
-        spec = self._lease.get("spec") or {}
-        body = {"apiVersion": API_VERSION, "kind": "Lease", "metadata": {**self._lease["metadata"]},
-                "spec": {"leaseDurationSeconds": 1, "renewTime": micro_time(self.wall()),
-                         "acquireTime": micro_time(self.wall()),
-                         "leaseTransitions": int(spec.get("leaseTransitions") or 0)}}
         try:
-            self._remember(await self.client.update(self._path, body))
+            for _ in range(2):
+                current = await self.client.get(self._path)
+                spec = current.get("spec") or {}
+                if spec.get("holderIdentity") != self.identity:
+                    return False  # someone else holds it already
+                now = micro_time(self.wall())
+                body = {"apiVersion": API_VERSION, "kind": "Lease", "metadata": {**current["metadata"]},
+                        "spec": {"leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now,
+                                 "leaseTransitions": int(spec.get("leaseTransitions") or 0)}}
+                try:
+                    self._remember(await self.client.update(self._path, body))
+                    return True
+                except ApiError as exc:
+                    if exc.code != 409:
+                        raise
+            return False
         except (ApiError, ApiUnavailable) as exc:
             log.warning("could not release the lease %s/%s: %s", self.namespace, self.name, exc)
             return False
         finally:
             self._set_leading(False)
-        return True
 
 
 def _seconds(value: float) -> int:

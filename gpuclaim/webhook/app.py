@@ -96,7 +96,8 @@ async def _garbage_collection(app: web.Application) -> AsyncIterator[None]:
                              retry_period=gc_config.retry_period_seconds))
     collector = garbage.GarbageCollector(
         state.context.client, state.context.cluster, registry=app[keys.REGISTRY], idle_seconds=gc_config.idle_seconds,
-        sharing_annotation=config.conversion.sharing.annotation, dry_run=gc_config.dry_run)
+        sharing_annotation=config.conversion.sharing.annotation, dry_run=gc_config.dry_run,
+        max_deletes_per_second=gc_config.max_deletes_per_second)
     state.gc = collector
     cache = state.context.cluster
     task = asyncio.create_task(garbage.run(collector, elector, interval=gc_config.interval_seconds,

@@ -55,6 +55,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     },
     "second-scheduler": {"scheduler": {"second": {"enabled": True, "replicas": 2}}},
     "no-extender": {"extender": {"enabled": False}},
+    "no-gc": {"config": {"gc": {"enabled": False}}},
     "user-secret": {"certs": {"mode": "secret", "secretName": "my-webhook-tls", "caBundle": USER_CA_B64}},
     "strict": {
         "webhook": {

@@ -6,7 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from chart_helpers import NAMESPACE, Rendered, cel_eval
+
+from gpuclaim.dra.config import load_config
 
 # (namespace or "*" for cluster-wide, apiGroup, resource, verb, resourceName or "*")
 Grant = tuple[str, str, str, str, str]
@@ -21,6 +24,19 @@ WEBHOOK_WRITES: set[Grant] = {
     ("*", "resource.k8s.io", res, verb, "*")
     for res in ("resourceclaimtemplates", "resourceclaims")
     for verb in ("create", "get")  # get: compare the spec of an object that answered 409
+}
+
+# garbage collection (config.gc, on by default): delete what gpuclaim made once idle, patch its last-used
+# annotation on re-use, list the pods that may still reference it; one Lease for the elected collector
+GC: set[Grant] = {
+    ("*", "resource.k8s.io", res, verb, "*")
+    for res in ("resourceclaimtemplates", "resourceclaims")
+    for verb in ("delete", "patch")
+} | {
+    ("*", "", "pods", "list", "*"),
+    (NAMESPACE, "coordination.k8s.io", "leases", "create", "*"),
+    (NAMESPACE, "coordination.k8s.io", "leases", "get", "gc-gpuclaim-webhook-gc"),
+    (NAMESPACE, "coordination.k8s.io", "leases", "update", "gc-gpuclaim-webhook-gc"),
 }
 
 CERTS: set[Grant] = {
@@ -76,11 +92,26 @@ def grants(rendered: Rendered) -> tuple[dict[str, set[Grant]], dict[str, set[tup
 def test_default_install_grants_exactly_the_needed_verbs(render: Any) -> None:
     granted, external = grants(render("default"))
     assert granted == {
-        "gc-gpuclaim-webhook": CLUSTER_VIEW | WEBHOOK_WRITES,
+        "gc-gpuclaim-webhook": CLUSTER_VIEW | WEBHOOK_WRITES | GC,
         "gc-gpuclaim-extender": CLUSTER_VIEW,
         "gc-gpuclaim-certs": CERTS,
     }
     assert external == {}
+
+
+def test_without_garbage_collection_the_webhook_deletes_nothing_and_has_no_lease(render: Any) -> None:
+    rendered: Rendered = render("no-gc")
+    granted, _ = grants(rendered)
+    assert granted["gc-gpuclaim-webhook"] == CLUSTER_VIEW | WEBHOOK_WRITES
+    assert not [o for o in rendered if o["metadata"]["name"] == "gc-gpuclaim-webhook-gc"]
+
+
+def test_the_lease_the_role_names_is_the_one_the_webhook_config_uses(render: Any) -> None:
+    config = yaml.safe_load(render("default").one("ConfigMap", "-config")["data"]["config.yaml"])
+    assert config["gc"]["leaseName"] == "gc-gpuclaim-webhook-gc"
+    assert load_config(config).gc.lease_name == "gc-gpuclaim-webhook-gc"
+    no_gc = yaml.safe_load(render("no-gc").one("ConfigMap", "-config")["data"]["config.yaml"])
+    assert no_gc == {"gc": {"enabled": False}}  # exactly the values: no lease name for a collector that never runs
 
 
 def test_the_extender_can_write_nothing(render: Any) -> None:
@@ -91,7 +122,8 @@ def test_the_extender_can_write_nothing(render: Any) -> None:
 @pytest.mark.parametrize("values_set", ["cert-manager", "user-secret"])
 def test_without_builtin_certs_nobody_touches_secrets_or_webhook_configurations(render: Any, values_set: str) -> None:
     granted, _ = grants(render(values_set))
-    assert granted == {"gc-gpuclaim-webhook": CLUSTER_VIEW | WEBHOOK_WRITES, "gc-gpuclaim-extender": CLUSTER_VIEW}
+    assert granted == {"gc-gpuclaim-webhook": CLUSTER_VIEW | WEBHOOK_WRITES | GC,
+                       "gc-gpuclaim-extender": CLUSTER_VIEW}
 
 
 def test_no_extender_means_no_extender_service_account_or_binding(render: Any) -> None:

@@ -121,7 +121,10 @@ def test_an_explicit_scheduler_name_in_the_config_wins() -> None:
 
 
 def test_without_a_second_scheduler_the_config_is_exactly_the_values(render: Any) -> None:
-    assert yaml.safe_load(render("default").one("ConfigMap", "-config")["data"]["config.yaml"]) == {}
+    # the values ({}), plus the garbage collector's per-release Lease name (test_chart_rbac)
+    assert yaml.safe_load(render("default").one("ConfigMap", "-config")["data"]["config.yaml"]) == {
+        "gc": {"leaseName": "gc-gpuclaim-webhook-gc"}}
     values = {"config": {"logging": {"level": "debug"}, "extender": {"policy": "spread"}}}
     rendered = render_values(values)
-    assert yaml.safe_load(rendered.one("ConfigMap", "-config")["data"]["config.yaml"]) == values["config"]
+    assert yaml.safe_load(rendered.one("ConfigMap", "-config")["data"]["config.yaml"]) == {
+        **values["config"], "gc": {"leaseName": "gc-gpuclaim-webhook-gc"}}

@@ -57,6 +57,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "gpuclaim.configName" -}}{{ include "gpuclaim.component" (dict "root" . "component" "config") }}{{- end }}
 {{- define "gpuclaim.schedulerName" -}}{{ include "gpuclaim.component" (dict "root" . "component" "scheduler") }}{{- end }}
 
+{{- /* Garbage collection (config.gc, on by default): the webhook replicas elect one collector on this Lease. */ -}}
+{{- define "gpuclaim.gcEnabled" -}}
+{{- $gc := get (.Values.config | default dict) "gc" | default dict -}}
+{{- if hasKey $gc "enabled" }}{{ $gc.enabled }}{{ else }}true{{ end -}}
+{{- end }}
+{{- define "gpuclaim.gcLeaseName" -}}
+{{- $gc := get (.Values.config | default dict) "gc" | default dict -}}
+{{- $gc.leaseName | default (printf "%s-gc" (include "gpuclaim.webhookName" .)) -}}
+{{- end }}
+{{- define "gpuclaim.gcLeaseNamespace" -}}
+{{- $gc := get (.Values.config | default dict) "gc" | default dict -}}
+{{- $gc.leaseNamespace | default .Release.Namespace -}}
+{{- end }}
+
 {{- define "gpuclaim.tlsSecretName" -}}
 {{- if .Values.certs.secretName }}{{ .Values.certs.secretName }}{{ else }}{{ include "gpuclaim.component" (dict "root" . "component" "tls") }}{{ end }}
 {{- end }}
