@@ -107,6 +107,10 @@ class Preparer:
         self.compiler = compiler
         self.compile_error, self.runtime_error = errors
         self.claims: Sequence[ResourceClaim] = ()
+        # upstream's deviceMatchesRequest while it validates requests: per (claim, request, subrequest) key,
+        # device -> selectable. Kept only to reproduce which key upstream files an answer under (see
+        # _alternative); outcomes themselves are cached by expression in NodePools.
+        self.memo: dict[tuple[int, int, int], dict[int, bool]] = {}
 
     def prepare(self, claims: Sequence[ResourceClaim]) -> list[PreparedClaim]:
         self.claims = claims
@@ -116,7 +120,7 @@ class Preparer:
             spec = claim.spec
             requests: list[list[Alternative]] = []
             minimum = 0
-            for request in spec.requests:
+            for r, request in enumerate(spec.requests):
                 subs = request.first_available
                 if subs and not self.features.prioritized_list:
                     raise AllocationError(
@@ -130,8 +134,8 @@ class Preparer:
                             f"claim {ref}, {what}: has capacity requests, but the DRAConsumableCapacity feature "
                             "is disabled"
                         )
-                alternatives = [self._alternative(index, ref, request.name, exact, bool(subs)) for exact in
-                                request.alternatives]
+                alternatives = [self._alternative(index, ref, request.name, exact, bool(subs), (index, r, k))
+                                for k, exact in enumerate(request.alternatives)]  # fmt: skip
                 requests.append(alternatives)
                 minimum += min((a.count for a in alternatives), default=0)
             if minimum > MAX_DEVICES_PER_CLAIM:
@@ -158,9 +162,11 @@ class Preparer:
                         c for names, c in constraints if not names or alt.base in names or alt.ref in names
                     )
             out.append(PreparedClaim(claim=claim, requests=requests, selected=[0] * len(requests)))
+        self.memo.clear()  # upstream starts the search with a fresh one (allocator_experimental.go:321)
         return out
 
-    def _alternative(self, index: int, ref: str, base: str, exact: ExactRequest, is_sub: bool) -> Alternative:
+    def _alternative(self, index: int, ref: str, base: str, exact: ExactRequest, is_sub: bool,
+                     key: tuple[int, int, int]) -> Alternative:
         name = exact.name
         for i, selector in enumerate(exact.selectors):
             if not selector.expression:
@@ -191,6 +197,13 @@ class Preparer:
         if exact.allocation_mode != "All":
             raise AllocationError(f"claim {ref}, request {name}: unsupported count mode {exact.allocation_mode}")
         chosen: list[int] = []
+        # Upstream's Allocate (allocator_experimental.go:230-236) sets requestKey.subRequestIndex only after
+        # validating subrequest i, so subrequest i >= 1 reads and files its device matches under subrequest
+        # i - 1's key: an "All" subrequest reuses the answers an "All" predecessor gave (its own selectors are not
+        # run on those devices: it gets the predecessor's devices, and a runtime error its selectors would raise
+        # never happens). The memo is reset before the search, so only "All" subrequests are affected.
+        # Reproduced, because it is what a 1.34 scheduler picks.
+        prep_key = (key[0], key[1], max(key[2] - 1, 0)) if is_sub else key
         for pool, (start, end) in zip(self.pools.pools, self.pools.pool_ranges, strict=True):
             if pool.incomplete:
                 raise AllocationError(
@@ -202,7 +215,7 @@ class Preparer:
                     f"claim {ref}, request {name}: asks for all devices, but resource pool {pool.id} is currently "
                     "invalid"
                 )
-            chosen.extend(i for i in range(start, end) if self.selectable(alt, i))
+            chosen.extend(i for i in range(start, end) if self.keyed(alt, i, prep_key))
         alt.all_devices = chosen
         alt.count = len(chosen)
         return alt
@@ -234,6 +247,17 @@ class Preparer:
                     return False
                 raise self._failure(alt, outcome, False)
         return candidate.on_node
+
+    def keyed(self, alt: Alternative, index: int, key: tuple[int, int, int]) -> bool:
+        """``selectable`` through upstream's per-key memo (isSelectable): an answer already filed under ``key``
+        wins, whichever alternative filed it; errors are not filed."""
+        if self.pools.candidates[index].blocked:
+            return False
+        memo = self.memo.setdefault(key, {})
+        answer = memo.get(index)
+        if answer is None:
+            answer = memo[index] = self.selectable(alt, index)
+        return answer
 
     def order(self, alt: Alternative) -> tuple[int, ...] | None:
         """The candidates ``alt`` selects, in search order, when no selector fails on any device of the node."""
