@@ -52,7 +52,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.detach:
         _log(f"detached: `python -m e2e.kube down{' --run-dir ' + str(run) if args.run_dir else ''}` stops it")
         return 0
-    stopping = []
+    stopping: list[int] = []
+    dead: list[str] = []
 
     def on_signal(signum: int, _frame: object) -> None:
         stopping.append(signum)

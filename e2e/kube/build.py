@@ -128,6 +128,8 @@ def built_from(component: Component, binary: Path) -> str | None:
         parts = line.split("\t")[1:]
         if len(parts) >= 2 and parts[0] == "path":
             path = parts[1]
+            if path != component.package:
+                return f"package is {path!r}, not {component.package!r}"
         elif len(parts) >= 4 and parts[0] in ("mod", "dep", "=>"):
             modules += 1
             if (parts[1], parts[2], parts[3]) not in pinned:
