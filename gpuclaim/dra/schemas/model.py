@@ -133,6 +133,15 @@ class Schema:
             return frozenset(self.releases)
         return frozenset().union(*(e.releases for e in entries))
 
+    def releases_with(self, device_types: frozenset[str]) -> frozenset[str]:
+        """The releases that have devices of these types: those of the entries naming one of the types (VFIO
+        devices exist only since NVIDIA v25.12)."""
+        out: set[str] = set()
+        for e in (*self.attributes, *self.capacities):
+            if e.devices & device_types:
+                out.update(e.releases or self.releases)
+        return frozenset(out) if out else frozenset(self.releases)
+
     def profiles_for(self, product: str) -> tuple[str, ...] | None:
         """The MIG profiles a product offers; None when the product is not in the table."""
         for group in self.mig_profiles:

@@ -101,8 +101,10 @@ class _Checker:
         return self.check.registry.standard
 
     def entries(self, kind: Literal["attribute", "capacity"], domain: str, name: str, drivers: list[str],
-                path: Path, value: object, what: str) -> tuple[Schema | None, list[Entry]]:
-        """Report an unknown name (error) or one only some releases publish (warning); return the entries."""
+                path: Path, value: object, what: str, device_types: frozenset[str] = frozenset()
+                ) -> tuple[Schema | None, list[Entry]]:
+        """Report an unknown name (error), one the request's device types do not carry or only some releases
+        publish (warnings); return the entries. ``device_types``: the types the selectors pin, if any."""
         schema = self.schema_for(domain, drivers)
         if schema is None:
             return None, []
@@ -112,12 +114,23 @@ class _Checker:
             if schema.origin != "inventory" or not self._reported(path):
                 self.error(path, value, self._unknown(schema, kind, domain, name, qualified=what != kind))
             return schema, []
-        releases = schema.releases_of(found)
-        if schema.releases and len(releases) < len(schema.releases):
+        narrowed = found
+        types = device_types & set(schema.device_types) if schema.origin != "inventory" else frozenset()
+        if types:
+            narrowed = [e for e in found if not e.devices or e.devices & types]
+            if not narrowed:
+                carriers = sorted(set().union(*(e.devices for e in found)))
+                self.warn(path, f"{what} {domain}/{name} is not published on {_listing(sorted(types))} devices (only "
+                                f"on {_listing(carriers)} devices), which the selectors ask for")
+                return schema, found
+        existing = schema.releases_with(types) if types else frozenset(schema.releases)
+        releases = schema.releases_of(narrowed) & existing
+        if schema.releases and len(releases) < len(existing):
             published = [r for r in schema.releases if r in releases]
-            missing = [r for r in schema.releases if r not in releases]
-            notes = sorted({e.note for e in found if e.note})
-            self.warn(path, f"{what} {domain}/{name} is published only by {schema.driver} releases "
+            missing = [r for r in schema.releases if r in existing and r not in releases]
+            notes = sorted({e.note for e in narrowed if e.note})
+            on = f" on {_listing(sorted(types))} devices" if narrowed is not found else ""
+            self.warn(path, f"{what} {domain}/{name} is published{on} only by {schema.driver} releases "
                             f"{_listing(published)} (not by {_listing(missing)}): "
                             + ("devices of those releases never satisfy the constraint" if what != kind else
                                "on devices of those releases the selector fails with a CEL runtime error")
@@ -148,11 +161,12 @@ class _Checker:
             message += " (the shipped schema knows it: the inventory's driver release does not publish it)"
         return message
 
-    def selector(self, selector: api.Selector, f: Facts, drivers: list[str]) -> None:
+    def selector(self, selector: api.Selector, f: Facts, drivers: list[str],
+                 device_types: frozenset[str] = frozenset()) -> None:
         types: dict[Read, str | None] = {}
         for read in dict.fromkeys(f.reads):
             _, found = self.entries(read.kind, read.domain, read.name, drivers, selector.path,
-                                         selector.expression, read.kind)
+                                    selector.expression, read.kind, device_types)
             kinds = {e.type for e in found}
             types[read] = kinds.pop() if len(kinds) == 1 else None
         for comparison in f.comparisons:
@@ -233,6 +247,21 @@ class _Checker:
         })
 
 
+def _device_types(chain: list[tuple[api.Selector, Facts]], check: SchemaCheck) -> frozenset[str]:
+    """The device types the selectors pin (``type == "mig"``), read only from selectors without a negation:
+    ``!(type == "mig")`` must not count as ``mig``. Empty: not pinned."""
+    out: set[str] = set()
+    for selector, f in chain:
+        if "!" in selector.expression:
+            continue
+        for c in f.comparisons:
+            schema = check.registry.get(c.read.domain)
+            if schema is not None and c.op == "==" and c.read.name == schema.type_attribute and isinstance(
+                    c.literal, str):
+                out.add(c.literal)
+    return frozenset(out)
+
+
 def _class_chain(device_class: api.DeviceClass | None) -> list[tuple[api.Selector, Facts]]:
     return _facts(device_class.selectors) if isinstance(device_class, api.DeviceClass) else []
 
@@ -241,8 +270,9 @@ def check_class(model: api.DeviceClass, *, check: SchemaCheck, findings: Finding
     checker = _Checker(check, findings)
     chain = _facts(model.selectors)
     drivers = _drivers(chain)
+    device_types = _device_types(chain, check)
     for selector, f in chain:
-        checker.selector(selector, f, drivers)
+        checker.selector(selector, f, drivers, device_types)
     checker.mig(chain)
     checker.explain(where=Path.root("spec", "selectors"), name=model.name, device_class=None, drivers=drivers,
                     chain=chain)
@@ -253,20 +283,26 @@ def check_claim(spec: api.DeviceClaim, *, classes: dict[str, api.DeviceClass | N
     """``classes``: the DeviceClass of each alternative's ``deviceClassName`` when the inventory has it."""
     checker = _Checker(check, findings)
     drivers_of: dict[str, list[str]] = {}
+    types_of: dict[str, frozenset[str]] = {}
     for request in spec.requests:
+        pinned = []
         for alt in request.alternatives:
             class_chain = _class_chain(classes.get(alt.device_class_name))
             own = _facts(alt.selectors)
             drivers = _drivers(class_chain + own)
             drivers_of[alt.ref] = drivers_of[request.name] = drivers_of.get(request.name, []) + drivers
+            device_types = types_of[alt.ref] = _device_types(class_chain + own, check)
+            pinned.append(device_types)
             for selector, f in own:
-                checker.selector(selector, f, drivers)
+                checker.selector(selector, f, drivers, device_types)
             checker.mig(class_chain + own)
             checker.explain(where=alt.path, name=alt.ref, device_class=alt.device_class_name, drivers=drivers,
                             chain=class_chain + own)
+        # a request is pinned to device types only when each of its subrequests is
+        types_of[request.name] = frozenset().union(*pinned) if pinned and all(pinned) else frozenset()
     _counts(spec, checker)
     for constraint in spec.constraints:
-        _constraint(spec, constraint, drivers_of, checker)
+        _constraint(spec, constraint, drivers_of, types_of, checker)
 
 
 def _counts(spec: api.DeviceClaim, checker: _Checker) -> None:
@@ -298,7 +334,7 @@ def _counts(spec: api.DeviceClaim, checker: _Checker) -> None:
 
 
 def _constraint(spec: api.DeviceClaim, constraint: api.DeviceConstraint, drivers_of: dict[str, list[str]],
-                checker: _Checker) -> None:
+                types_of: dict[str, frozenset[str]], checker: _Checker) -> None:
     for field, name in (("matchAttribute", constraint.match_attribute),
                         ("distinctAttribute", constraint.distinct_attribute)):
         if not name or "/" not in name:
@@ -307,7 +343,10 @@ def _constraint(spec: api.DeviceClaim, constraint: api.DeviceConstraint, drivers
         refs = constraint.requests or tuple(r.name for r in spec.requests)
         drivers = list(dict.fromkeys(d for ref in refs for d in drivers_of.get(ref, [])))
         path = constraint.path.child(field)
-        _, found = checker.entries("attribute", domain, ident, drivers, path, name, "constraint attribute")
+        pinned = [types_of.get(ref, frozenset()) for ref in refs]
+        device_types = frozenset().union(*pinned) if pinned and all(pinned) else frozenset()
+        _, found = checker.entries("attribute", domain, ident, drivers, path, name, "constraint attribute",
+                                   device_types)
         if not found:
             continue
         devices = sum(_count(spec, ref) for ref in refs)

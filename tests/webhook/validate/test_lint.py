@@ -58,8 +58,11 @@ def test_upstream_examples_get_their_verdict(name: str, capsys: pytest.CaptureFi
 def test_gated_examples_name_the_feature_gate(capsys: pytest.CaptureFixture[str]) -> None:
     _, found = _lint(capsys, o.EXAMPLES / "amd-k8s-gpu-dra-driver/example-partitions-distinct-parents.yaml")
     assert [(f["field"], f["severity"]) for f in found] == [
-        ("spec.devices.constraints[0].distinctAttribute", "warning")]
+        ("spec.devices.constraints[0].distinctAttribute", "warning"),
+        ("spec.devices.constraints[0].distinctAttribute", "warning")]  # + the driver schema's (issue 16)
     assert "DRAConsumableCapacity" in found[0]["message"]
+    assert "gpu.amd.com/deviceID is published on amdgpu-partition devices only by gpu.amd.com releases 2026" in \
+        found[1]["message"]
 
 
 def test_the_invalid_website_claim_is_reported_with_its_paths(capsys: pytest.CaptureFixture[str]) -> None:

@@ -171,6 +171,22 @@ def test_constraint_attributes_unknown_unique_and_bool(tmp_path: Path, capsys: p
     assert any("at most 2 devices can have distinct values, not 4" in m for m in messages)
 
 
+@pytest.mark.parametrize(("expression", "message"), [
+    (f"{NV}.type == 'gpu' && {NV}.parentUUID == 'x'",
+     "gpu.nvidia.com/parentUUID is not published on gpu devices (only on mig devices), which the selectors ask for"),
+    (f"{NV}.type == 'mig' && {NV}.parentIndex == 0",
+     "gpu.nvidia.com/parentIndex is published on mig devices only by gpu.nvidia.com releases v25.3"),
+    (f"{NV}.type == 'vfio' && {NV}.deviceID == '0x2330'", None),
+    (f"!({NV}.type == 'gpu') && {NV}.parentUUID == 'x'", None),  # a negation does not pin the type
+    (f"({NV}.type == 'gpu' || {NV}.type == 'mig') && {NV}.parentUUID == 'x'", None),
+], ids=["mig-only-on-gpu", "mig-by-release", "vfio-ok", "negated", "either"])
+def test_attributes_of_other_device_types(expression: str, message: str | None, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    _, found = _lint(capsys, tmp_path, o.claim(o.request("r", expression)))
+    messages = [f["message"] for f in found if f["severity"] == "warning"]
+    assert (messages == []) if message is None else (len(messages) == 1 and message in messages[0]), messages
+
+
 def test_a_mig_profile_the_product_does_not_offer_is_flagged(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     expression = f"{NV}.productName == 'NVIDIA H100 80GB HBM3' && {NV}.profile == '1g.5gb'"
@@ -263,6 +279,10 @@ def test_the_upstream_examples_get_only_true_schema_findings(capsys: pytest.Capt
                 found.setdefault(str(path.relative_to(o.EXAMPLES)), []).append(
                     (f["field"], f["severity"], f["message"]))
     assert {name: [(field, severity) for field, severity, _ in items] for name, items in found.items()} == {
+        "amd-k8s-gpu-dra-driver/example-partitions-distinct-parents.yaml": [
+            ("spec.devices.constraints[0].distinctAttribute", "warning")],
+        "amd-k8s-gpu-dra-driver/example-partitions-same-parent.yaml": [
+            ("spec.devices.constraints[0].matchAttribute", "warning")],
         "nvidia-dra-driver-gpu/quickstart_v1_gpu-test6.yaml": [
             ("spec.spec.devices.requests[0].exactly.selectors[0].cel.expression", "warning")],
         "nvidia-dra-driver-gpu/fabric-manager-partitioning_resourceClaimTemplates.yaml": [
@@ -272,6 +292,12 @@ def test_the_upstream_examples_get_only_true_schema_findings(capsys: pytest.Capt
     assert found["nvidia-dra-driver-gpu/quickstart_v1_gpu-test6.yaml"][0][2].startswith(
         "attribute gpu.nvidia.com/index is published only by gpu.nvidia.com releases v25.3 (not by v25.8, v25.12, "
         "HEAD)")
+    # at the examples' own commit (Oct 2025) partitions publish parentDeviceID, not deviceID; since 2026 deviceID
+    # is the PCI device id, the same on every MI300X
+    for name in ("example-partitions-distinct-parents.yaml", "example-partitions-same-parent.yaml"):
+        assert found[f"amd-k8s-gpu-dra-driver/{name}"][0][2].startswith(
+            "constraint attribute gpu.amd.com/deviceID is published on amdgpu-partition devices only by gpu.amd.com "
+            "releases 2026 (not by 2025)")
     # partition<N> exists only at HEAD, behind the FabricManagerPartitioning gate
     assert found["nvidia-dra-driver-gpu/fabric-manager-partitioning_resourceClaimTemplates.yaml"][0][2].startswith(
         "constraint attribute gpu.nvidia.com/partition2 is published only by gpu.nvidia.com releases HEAD (not by "
