@@ -97,7 +97,10 @@ class _Search:
             if not self.take(c, alt, candidate, must=True):
                 return False  # every device is needed: one in use means no solution
             try:
-                done = self.one(c, r, s, d + 1, in_sub, 0)
+                # Upstream continues an "All" request at subrequest 0, not s (allocator_experimental.go:983 drops
+                # subRequestIndex): after the first device of an All subrequest s >= 1, the rest comes from
+                # subrequest 0's data. A 1.34 bug, reproduced because it decides what the scheduler picks.
+                done = self.one(c, r, 0, d + 1, in_sub, 0)
             except BaseException:
                 self.release(c, alt, candidate)
                 raise
