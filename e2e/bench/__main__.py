@@ -15,7 +15,7 @@ from importlib import metadata
 
 import orjson
 
-BENCHMARKS = ("cel", "cache", "convert", "validate", "webhook", "extender", "scheduler")
+BENCHMARKS = ("cel", "cache", "convert", "validate", "webhook", "extender", "hostile", "scheduler")
 
 
 def _environment() -> dict[str, object]:

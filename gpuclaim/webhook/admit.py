@@ -33,6 +33,8 @@ Endpoint = Literal["mutate", "validate"]
 Result = Literal["allowed", "denied", "error"]
 log = logging.getLogger("gpuclaim.webhook")
 
+#: a request body above this is decoded, converted (without the conversion cache) and encoded in the worker thread
+BIG_BODY_BYTES = 256 * 1024
 # the apiserver's default timeoutSeconds is 10 and the chart sets less: answer before it gives up on us
 DEFAULT_TIME_LIMIT = 8.0
 _REASON = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
@@ -304,9 +306,19 @@ class CoreChecks:
             classes = cache.inventory.parsed_classes()
             labels = cache.namespace_labels(request.namespace) if request.namespace else None
         try:
-            entry = self.conversions.lookup(request.object, config=conversion_config, device_classes=classes,
-                                            namespace_labels=labels, namespace=request.namespace or None,
-                                            own_namespace=self.own_namespace)
+            if request.size > BIG_BODY_BYTES:
+                # pure work on a big pod, off the event loop; such shapes are not cached (see ConversionCache)
+                from gpuclaim.webhook.convert import convert_pod
+                from gpuclaim.webhook.convert.cache import Entry
+
+                entry = Entry(await off_loop(functools.partial(
+                    convert_pod, request.object, config=conversion_config, device_classes=classes,
+                    namespace_labels=labels, namespace=request.namespace or None, own_namespace=self.own_namespace)))
+                entry.derived["webhook"] = await off_loop(_Prepared.of, entry.conversion)
+            else:
+                entry = self.conversions.lookup(request.object, config=conversion_config, device_classes=classes,
+                                                namespace_labels=labels, namespace=request.namespace or None,
+                                                own_namespace=self.own_namespace)
         except (RecursionError, OverflowError, MemoryError) as exc:
             # never admitted unconverted by accident: a clear denial, not the internal-error policy's "allow"
             return Outcome(errors=(_too_big(exc),))
@@ -413,6 +425,15 @@ class CoreChecks:
 
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_BIG_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+async def off_loop(fn: Any, *args: Any) -> Any:
+    """`fn(*args)` in the worker thread for big bodies (pure work only: decoding, converting, encoding)."""
+    global _BIG_POOL
+    if _BIG_POOL is None:
+        _BIG_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuclaim-big-body")
+    return await asyncio.get_running_loop().run_in_executor(_BIG_POOL, fn, *args)
 
 
 def _compile_pool() -> concurrent.futures.ThreadPoolExecutor:

@@ -58,13 +58,16 @@ async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Respons
         limit = app[keys.STATE].context.config.webhook.max_body_bytes
         return _error(request, endpoint, 413, f"request body larger than the limit of {limit} bytes "
                       "(webhook.maxBodyBytes)", started)
+    big = len(body) > admit.BIG_BODY_BYTES
     try:
-        decoded, request_errors = review.decode(body)
+        # a big body is decoded (and its answer encoded) in the worker thread: tens of ms of parsing on the event
+        # loop would stall every other admission and probe (issue 14, finding 4)
+        decoded, request_errors = (await admit.off_loop(review.decode, body)) if big else review.decode(body)
     except review.BadReview as exc:
         return _error(request, endpoint, 400, f"not an AdmissionReview this webhook can answer: {exc}", started)
     response, record = await admit.admit(endpoint, decoded, request_errors, checks=app[keys.CHECKS],
                                          ctx=app[keys.STATE].context, time_limit=app[keys.TIME_LIMIT])
-    payload = review.encode(response)
+    payload = (await admit.off_loop(review.encode, response)) if big else review.encode(response)
     elapsed = time.perf_counter() - started
     app[keys.METRICS].observe(record, elapsed)
     if record.result != "allowed" or log.isEnabledFor(logging.DEBUG):

@@ -64,6 +64,8 @@ class Request:
     dry_run: bool = False
     user_info: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Any] | None = None
+    #: the size of the body it came in, in bytes (big objects are worked on off the event loop)
+    size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +210,7 @@ def decode(body: bytes) -> tuple[Request, list[FieldError]]:
         dry_run=dry_run,
         user_info=user_info,
         options=options if isinstance(options, dict) else None,
+        size=len(body),
     )
     return parsed, errors
 

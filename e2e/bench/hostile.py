@@ -1,0 +1,330 @@
+"""`python -m e2e.bench hostile [--quick]`: issue 14's hostile classes against a real webhook process (TLS, the
+API double behind it) while ordinary traffic runs; what each class costs everyone else.
+
+Processes: the API double, `gpuclaim webhook --kubeconfig` against it, and the attacker (this module run as
+`python -m e2e.bench.hostile attack URL CA`), which sends each hostile class in turn, then holds idle TLS
+connections open and sends distinct 1.4 MB pods, and waits while the webhook's RSS is read. This process runs
+the steady load: 100 ordinary admissions per second (pods to /mutate and claims to /validate, alternating) and
+20 /healthz probes per second, each timed from the client.
+
+Figures: `healthz_p99_ms` (target <= 50), `ordinary_p99_ms` (target <= 20), `internal_errors` (target 0: an
+HTTP 500, a 500-coded denial, or an "internal error" / "admitted unchanged" / "without gpuclaim's checks"
+answer, to ordinary or hostile requests), `rss_mb` (the webhook's RSS after the idle connections and the big
+pods; target <= 300), and per class the HTTP status, the answer and the seconds it took. Every process shares
+the machine's CPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gzip
+import ssl
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from e2e.bench import procs
+from e2e.bench.webhook import (
+    NAMESPACE,
+    _first_line,
+    _load_dir,
+    _percentile,
+    _process,
+    _review,
+    _serving_urls,
+    _wait_ready,
+    claim_review,
+    pod_review,
+)
+from gpuclaim.certs import client_context
+from gpuclaim.double import tls as selfsigned
+
+_INTERNAL = ("internal error", "admitted unchanged", "without gpuclaim's checks")
+
+
+def _progress(text: str) -> None:
+    print(f"bench hostile: {text}", file=sys.stderr, flush=True)
+
+
+# ---- the hostile objects (issue 14's findings) ------------------------------------------------------------------
+
+
+def _claim(uid: str, requests: list[dict[str, Any]]) -> bytes:
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": f"h-{uid}", "namespace": NAMESPACE}, "spec": {"devices": {"requests": requests}}}
+    return orjson.dumps(_review(uid, claim, "ResourceClaim", "resource.k8s.io", "resourceclaims"))
+
+
+def _one(expression: str) -> list[dict[str, Any]]:
+    return [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                        "selectors": [{"cel": {"expression": expression}}]}}]
+
+
+def _or_chain(tag: str, size: int = 10_000) -> str:
+    parts: list[str] = []
+    total = 0
+    while total < size - 120:
+        part = f"device.attributes['gpu.nvidia.com'].productName == 'NVIDIA-{tag}-{len(parts)}'"
+        parts.append(part)
+        total += len(part) + 4
+    return " || ".join(parts)
+
+
+def _pod(uid: str, containers: list[dict[str, Any]], *, namespace: str = NAMESPACE, **spec: Any) -> bytes:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"h-{uid}", "namespace": namespace},
+           "spec": {"containers": containers, **spec}}
+    review = _review(uid, pod, "Pod", "", "pods")
+    review["request"]["namespace"] = namespace
+    return orjson.dumps(review)
+
+
+def _ctr(limits: dict[str, Any], name: str = "c") -> dict[str, Any]:
+    return {"name": name, "image": "busybox", "resources": {"limits": limits}}
+
+
+def big_pod(n: int, size: int = 1_400_000) -> bytes:
+    """A distinct ~1.4 MB pod whose bulk is in what conversion reads (the containers' resources)."""
+    limits: dict[str, Any] = {f"example.org/r{n}-{i:06d}": "1" for i in range(size // 28)}
+    limits["nvidia.com/gpu"] = "1"
+    return _pod(f"big-{n}", [_ctr(limits)])
+
+
+def classes() -> list[tuple[str, str, Callable[[], bytes], dict[str, str]]]:
+    """(name, path, body, extra headers)."""
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.memory", "operator": "In", "values": ["9" * 400]}]}]}}}
+    flood = [{"name": f"r{r}", "firstAvailable": [
+        {"name": f"s{s}", "deviceClassName": "gpu.nvidia.com",
+         "selectors": [{"cel": {"expression": _or_chain(f"{r}-{s}")}}]} for s in range(8)]} for r in range(13)]
+    return [
+        ("1_regex_backtracking", "/validate",
+         lambda: _claim("regex", _one("'" + "a" * 28 + "!'.matches('^(a+)+$')")), {}),
+        ("2_compile_flood", "/validate", lambda: _claim("flood", flood), {}),
+        ("3_quadratic_conversion", "/mutate",
+         lambda: _pod("mig40k", [_ctr({f"nvidia.com/mig-{i + 1}g.{i + 1}gb": 1 for i in range(40_000)})]), {}),
+        ("5_cel_injection", "/mutate", lambda: _pod("inject", [_ctr({"nvidia.com/mig-x'||true||'x'=='x": 1})]), {}),
+        ("7_forged_namespace", "/mutate",
+         lambda: _pod("forged", [_ctr({"nvidia.com/gpu": 1})], namespace="../../../api/v1/secrets"), {}),
+        ("8_nested_parentheses", "/validate", lambda: _claim("parens", _one("(" * 2000 + "true" + ")" * 2000)), {}),
+        ("8_not_chain", "/validate", lambda: _claim("nots", _one("!" * 249 + "(device.driver == 'x')")), {}),
+        ("8_huge_quantity", "/validate", lambda: _claim("q", _one(
+            "'memory' in device.capacity['gpu.nvidia.com'] && "
+            "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('1e400')) >= 0")), {}),
+        ("8_400_digit_affinity", "/mutate",
+         lambda: _pod("digits", [_ctr({"nvidia.com/gpu": 1})], affinity=affinity), {}),
+        ("8_garbled_gzip", "/mutate", lambda: b"\x1f\x8b\x08\x00garbage" * 100, {"Content-Encoding": "gzip"}),
+        ("8_gzip_of_garbage", "/validate", lambda: gzip.compress(b"{not json" * 1000), {"Content-Encoding": "gzip"}),
+        ("8_5000_bad_containers", "/mutate",
+         lambda: _pod("many", [_ctr({"nvidia.com/gpu": "1.5"}, name=f"c{i}") for i in range(5000)]), {}),
+        ("9_zero_gpus", "/mutate", lambda: _pod("zero", [_ctr({"nvidia.com/gpu": 0, "cpu": "1"})]), {}),
+    ]
+
+
+def _verdict(status: int, data: bytes) -> dict[str, Any]:
+    """What came back, and whether it is an internal error."""
+    out: dict[str, Any] = {"http": status}
+    text = data.decode(errors="replace")
+    try:
+        response = orjson.loads(data).get("response") or {}
+    except (orjson.JSONDecodeError, AttributeError):
+        response = {}
+    if response:
+        out["allowed"] = response.get("allowed")
+        if response.get("status"):
+            out["code"] = response["status"].get("code")
+            out["message"] = str(response["status"].get("message"))[:200]
+            out["message_bytes"] = len(str(response["status"].get("message")))
+    elif status != 200:
+        out["message"] = text[:200]
+    out["internal_error"] = (status >= 500 or out.get("code") == 500
+                             or any(m in text for m in _INTERNAL))
+    return out
+
+
+# ---- the attacker process ---------------------------------------------------------------------------------------
+
+
+async def _attack(url: str, ca_pem: bytes, idle: int, pods: int) -> None:
+    def say(doc: dict[str, Any]) -> None:
+        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+        sys.stdout.flush()
+
+    ctx = client_context(ca_pem=ca_pem)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx, limit=4), timeout=timeout) as session:
+        for name, path, body, headers in classes():
+            data = body()
+            started = time.perf_counter()
+            try:
+                async with session.post(url + path, data=data,
+                                        headers={"Content-Type": "application/json", **headers}) as response:
+                    answer = _verdict(response.status, await response.read())
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                answer = {"error": f"{type(exc).__name__}: {exc}", "internal_error": True}
+            say({"class": name, "seconds": round(time.perf_counter() - started, 3), "bytes": len(data), **answer})
+            await asyncio.sleep(0.2)
+        # finding 4: idle TLS connections (handshake done, then silence), then distinct 1.4 MB pods
+        host, _, port = url.removeprefix("https://").rpartition(":")
+        held: list[asyncio.StreamWriter] = []
+        for _ in range(idle):
+            try:
+                _reader, writer = await asyncio.open_connection(host, int(port), ssl=ctx)
+                held.append(writer)
+            except OSError:
+                break
+        say({"class": "4_idle_connections", "opened": len(held)})
+        started = time.perf_counter()
+        statuses: dict[str, int] = {}
+        internal = 0
+        for n in range(pods):
+            async with session.post(url + "/mutate", data=big_pod(n),
+                                    headers={"Content-Type": "application/json"}) as response:
+                answer = _verdict(response.status, await response.read())
+            key = f"{answer['http']}/{answer.get('allowed')}"
+            statuses[key] = statuses.get(key, 0) + 1
+            internal += answer["internal_error"]
+        say({"class": "4_big_pods", "pods": pods, "seconds": round(time.perf_counter() - started, 3),
+             "answers": statuses, "internal_error": bool(internal)})
+        still_open = sum(1 for w in held if not w.is_closing() and not w.transport.is_closing())
+        say({"measure": True, "idle_still_open": still_open})
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        for writer in held:
+            writer.close()
+
+
+# ---- the steady load and the figures ----------------------------------------------------------------------------
+
+
+async def _steady(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, ordinary: list[float],
+                  healthz: list[float], errors: list[str]) -> None:
+    async def admission(i: int) -> None:
+        body = pod_review(f"o-{i}") if i % 2 else claim_review(f"o-{i}")
+        started = time.perf_counter()
+        async with session.post(url + ("/mutate" if i % 2 else "/validate"), data=body,
+                                headers={"Content-Type": "application/json"}) as response:
+            answer = _verdict(response.status, await response.read())
+        ordinary.append(time.perf_counter() - started)
+        if answer["internal_error"] or answer.get("allowed") is not True:
+            errors.append(f"ordinary {i}: {answer}")
+
+    async def probe() -> None:
+        started = time.perf_counter()
+        async with session.get(url + "/healthz") as response:
+            await response.read()
+            if response.status != 200:
+                errors.append(f"healthz {response.status}")
+        healthz.append(time.perf_counter() - started)
+
+    tasks: set[asyncio.Task[None]] = set()
+    start = time.perf_counter()
+    i = 0
+    while not stop.is_set():
+        i += 1
+        due = start + i / 100.0
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        task = asyncio.create_task(admission(i))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        if i % 5 == 0:
+            ptask = asyncio.create_task(probe())
+            tasks.add(ptask)
+            ptask.add_done_callback(tasks.discard)
+    if tasks:
+        await asyncio.wait(tasks, timeout=30)
+
+
+async def _bench(quick: bool) -> dict[str, Any]:
+    idle, pods = 1500, 250
+    with tempfile.TemporaryDirectory(prefix="gpuclaim-bench-hostile-") as tmp_name:
+        tmp = Path(tmp_name)
+        tls = selfsigned.issue(tmp / "tls", hosts=("127.0.0.1",))
+        python = sys.executable
+        async with _process(python, "-m", "gpuclaim.double.apiserver", "--load", str(_load_dir(tmp / "load")),
+                            "--workdir", str(tmp / "double"), "--no-validate") as double:
+            kubeconfig = await _first_line(double, "the API double")
+            async with _process(python, "-m", "gpuclaim", "webhook", "--kubeconfig", kubeconfig,
+                                "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+                                "--tls-cert", str(tls.cert_path), "--tls-key", str(tls.key_path),
+                                stderr=True) as webhook:
+                url, _metrics = await _serving_urls(webhook)
+                ctx: ssl.SSLContext = client_context(ca_pem=tls.ca_pem)
+                connector = aiohttp.TCPConnector(ssl=ctx, limit=64)
+                async with aiohttp.ClientSession(connector=connector) as session:
+                    await _wait_ready(session, url)
+                    for n in range(20):  # warm-up: the template exists, the selectors are compiled
+                        async with session.post(url + "/mutate", data=pod_review(f"w{n}")) as r:
+                            await r.read()
+                        async with session.post(url + "/validate", data=claim_review(f"w{n}")) as r:
+                            await r.read()
+                    rss_start = procs.rss_mb(webhook.pid)
+                    ordinary: list[float] = []
+                    healthz: list[float] = []
+                    errors: list[str] = []
+                    stop = asyncio.Event()
+                    steady = asyncio.create_task(_steady(session, url, stop, ordinary, healthz, errors))
+                    await asyncio.sleep(1.0)
+                    results, rss = await _run_attacker(url, tls.ca_path, webhook.pid,
+                                                       idle=idle if not quick else 1500, pods=pods)
+                    await asyncio.sleep(1.0)
+                    stop.set()
+                    await steady
+        internal = sum(1 for r in results if r.get("internal_error")) + sum(
+            1 for e in errors if "internal_error': True" in e or "healthz 5" in e)
+        return {
+            "healthz_p99_ms": round(_percentile(healthz, 0.99) * 1000, 2),
+            "healthz_max_ms": round(max(healthz) * 1000, 2),
+            "ordinary_p99_ms": round(_percentile(ordinary, 0.99) * 1000, 2),
+            "ordinary_p50_ms": round(_percentile(ordinary, 0.50) * 1000, 2),
+            "ordinary_requests": len(ordinary), "healthz_probes": len(healthz),
+            "ordinary_failures": errors[:20], "internal_errors": internal,
+            "rss_mb": round(rss, 1), "rss_start_mb": round(rss_start, 1),
+            "classes": results,
+            "targets": {"healthz_p99_ms": 50, "ordinary_p99_ms": 20, "internal_errors": 0, "rss_mb": 300},
+            "inputs": {"steady_admissions_per_s": 100, "healthz_per_s": 20, "idle_connections": idle,
+                       "big_pods": pods, "big_pod_bytes": len(big_pod(0))},
+        }
+
+
+async def _run_attacker(url: str, ca_path: Path, webhook_pid: int, *, idle: int, pods: int
+                        ) -> tuple[list[dict[str, Any]], float]:
+    results: list[dict[str, Any]] = []
+    rss = float("nan")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "e2e.bench.hostile", "attack", url, str(ca_path), str(idle), str(pods),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    assert process.stdout is not None and process.stdin is not None
+    try:
+        while line := await process.stdout.readline():
+            doc = orjson.loads(line)
+            if doc.get("measure"):
+                await asyncio.sleep(1.0)
+                rss = procs.rss_mb(webhook_pid)
+                results.append({"class": "4_rss_after_idle_and_big_pods", "rss_mb": round(rss, 1),
+                                "idle_still_open": doc.get("idle_still_open")})
+                process.stdin.write(b"done\n")
+                await process.stdin.drain()
+                continue
+            _progress(f"{doc.get('class')}: {doc}")
+            results.append(doc)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        await process.wait()
+    return results, rss
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return asyncio.run(_bench(bool(args.quick)))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "attack":
+        asyncio.run(_attack(sys.argv[2], Path(sys.argv[3]).read_bytes(), int(sys.argv[4]), int(sys.argv[5])))
