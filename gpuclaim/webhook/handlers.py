@@ -8,7 +8,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import hdrs, web
+from aiohttp import hdrs, http_exceptions, web
+from aiohttp.web_protocol import RequestPayloadError
 
 from gpuclaim.webhook import admit, keys, review
 
@@ -58,6 +59,9 @@ async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Respons
         limit = app[keys.STATE].context.config.webhook.max_body_bytes
         return _error(request, endpoint, 413, f"request body larger than the limit of {limit} bytes "
                       "(webhook.maxBodyBytes)", started)
+    except (RequestPayloadError, http_exceptions.HttpProcessingError) as exc:
+        # a body that cannot be read as sent: garbled gzip/deflate, a broken chunked encoding (issue 14, finding 8)
+        return _error(request, endpoint, 400, f"the request body cannot be read: {str(exc)[:200]}", started)
     big = len(body) > admit.BIG_BODY_BYTES
     try:
         # a big body is decoded (and its answer encoded) in the worker thread: tens of ms of parsing on the event

@@ -185,8 +185,9 @@ async def test_a_quantity_beyond_float_range_gets_an_answer_not_an_internal_erro
     assert response.get("status", {}).get("code", 422) != 500
 
 
-@pytest.mark.parametrize("body", [b"\x1f\x8b\x08\x00garbage", gzip.compress(b"{not json"), b"\x1f\x8b"],
-                         ids=["garbled", "gzip-of-garbage", "truncated-header"])
+@pytest.mark.parametrize("body", [b"\x1f\x8b\x08\x00garbage", b"\x1f\x8b\x08\x00garbage" * 100,
+                                  gzip.compress(b"{not json"), b"\x1f\x8b", gzip.compress(b"{}" * 5000)[:-40]],
+                         ids=["garbled", "garbled-long", "gzip-of-garbage", "truncated-header", "truncated-stream"])
 async def test_a_garbled_gzip_body_is_a_400(cores: Server, body: bytes) -> None:
     status, answer = await cores.post("/validate", body, raw=True,
                                       headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
