@@ -165,11 +165,12 @@ async def test_delete_preconditions_on_uid_and_resource_version_are_409_as_in_ap
     uid, version = created["metadata"]["uid"], created["metadata"]["resourceVersion"]
     wrong_uid = await _error(client.delete(f"{CLAIMS}/c", preconditions={"uid": "other", "resourceVersion": version}))
     assert (wrong_uid.code, wrong_uid.reason) == (409, "Conflict")
-    assert wrong_uid.message == (f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "c": Precondition '
-                                 f"failed: UID in precondition: other, UID in object meta: {uid}")
+    assert wrong_uid.message == (f'Operation cannot be fulfilled on ResourceClaim.resource.k8s.io "c": the UID in the '
+                                 f"precondition (other) does not match the UID in record ({uid}). The object might "
+                                 "have been deleted and then recreated")  # kube-apiserver 1.34's words
     await client.patch(f"{CLAIMS}/c", {"metadata": {"labels": {"touched": "yes"}}})
     stale = await _error(client.delete(f"{CLAIMS}/c", preconditions={"uid": uid, "resourceVersion": version}))
-    assert stale.code == 409 and "Precondition failed: ResourceVersion in precondition: " + version in stale.message
+    assert stale.code == 409 and f"the ResourceVersion in the precondition ({version}) does not match" in stale.message
     current = (await client.get(f"{CLAIMS}/c"))["metadata"]["resourceVersion"]
     await client.delete(f"{CLAIMS}/c", preconditions={"uid": uid, "resourceVersion": current})
     assert (await _error(client.get(f"{CLAIMS}/c"))).code == 404

@@ -42,8 +42,16 @@ def already_exists(plural: str, name: str, group: str) -> ApiError:
                     details=_details(plural, name, group))
 
 
+def precondition_failed(kind: str, plural: str, name: str, group: str, cause: str) -> ApiError:
+    """409 Conflict for a failed DeleteOptions precondition, worded as kube-apiserver 1.34 words it (the resource
+    is named by its Kind there, e.g. `ResourceClaimTemplate.resource.k8s.io`; checked in tests/realkube)."""
+    resource = f"{kind}.{group}" if group else kind
+    return ApiError(409, f'Operation cannot be fulfilled on {resource} "{name}": {cause}',
+                    details=_details(plural, name, group))
+
+
 def conflict(plural: str, name: str, group: str, cause: str | None = None) -> ApiError:
-    """409 Conflict; `cause` replaces the stale-update text (a failed delete precondition says which one)."""
+    """409 Conflict; `cause` replaces the stale-update text."""
     resource = f"{plural}.{group}" if group else plural
     cause = cause or "the object has been modified; please apply your changes to the latest version and try again"
     return ApiError(409, f'Operation cannot be fulfilled on {resource} "{name}": {cause}',

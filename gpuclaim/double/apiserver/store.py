@@ -241,16 +241,19 @@ class Store:
 
     async def delete(self, rt: ResourceType, namespace: str, name: str, *, dry_run: bool = False,
                      precondition_rv: str | None = None, precondition_uid: str | None = None) -> Obj:
-        """DeleteOptions.preconditions as apimachinery's Preconditions.Check: the uid first, then the
-        resourceVersion; a mismatch is 409 Conflict naming both values (a recreated or changed object survives)."""
+        """DeleteOptions.preconditions as kube-apiserver checks them: the uid first, then the resourceVersion; a
+        mismatch is 409 Conflict naming both values (a recreated or changed object survives)."""
         old = self.get(rt, namespace, name)
         meta = old["metadata"]
         if precondition_uid is not None and precondition_uid != meta.get("uid"):
-            raise errors.conflict(rt.plural, name, rt.group, f"Precondition failed: UID in precondition: "
-                                  f"{precondition_uid}, UID in object meta: {meta.get('uid')}")
+            raise errors.precondition_failed(
+                rt.kind, rt.plural, name, rt.group, f"the UID in the precondition ({precondition_uid}) does not match "
+                f"the UID in record ({meta.get('uid')}). The object might have been deleted and then recreated")
         if precondition_rv is not None and precondition_rv != meta["resourceVersion"]:
-            raise errors.conflict(rt.plural, name, rt.group, f"Precondition failed: ResourceVersion in precondition: "
-                                  f"{precondition_rv}, ResourceVersion in object meta: {meta['resourceVersion']}")
+            raise errors.precondition_failed(
+                rt.kind, rt.plural, name, rt.group, f"the ResourceVersion in the precondition ({precondition_rv}) does "
+                f"not match the ResourceVersion in record ({meta['resourceVersion']}). The object might have been "
+                "modified")
         await self._admit("DELETE", rt, namespace, old, old, dry_run)
         if dry_run:
             return old
