@@ -392,7 +392,9 @@ class CoreChecks:
         work = asyncio.get_running_loop().run_in_executor(
             _compile_pool(), functools.partial(budget.precompile, big, modes=modes, stop=stop, progress=progress))
         try:
-            await asyncio.wait_for(asyncio.shield(work), settings.compile_deadline_seconds)
+            guarded = await asyncio.wait_for(asyncio.shield(work), settings.compile_deadline_seconds)
+            if guarded:
+                return guarded[0]
         except TimeoutError:
             stop.set()  # the worker stops before its next selector
             late = big[min(progress[0], len(big) - 1)]

@@ -18,7 +18,6 @@ Compiled selectors land in the process-wide selector cache, where `validate_obje
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -76,31 +75,46 @@ def over_budget(found: list[Expression], max_bytes: int) -> FieldError | None:
     return None
 
 
+class GuardedCompileError(cel.CelCompileError):
+    """What `compile_guarded` made of an interpreter limit (not cached by the selector cache: remembered by the
+    caller, so the expensive failure is not run twice)."""
+
+
 def compile_guarded(text: str, *, mode: cel.Mode) -> cel.CompiledSelector:
     """`cel.compile_selector`, with what a hostile expression can make the engine raise turned into a compile
     error: nesting deeper than the interpreter's stack, numbers too large for a float, memory."""
     try:
         return cel.compile_selector(text, mode=mode)
     except RecursionError:
-        raise cel.CelCompileError("expression nested too deeply to compile (parentheses, operators or calls "
+        raise GuardedCompileError("expression nested too deeply to compile (parentheses, operators or calls "
                                   "nested hundreds of levels)") from None
     except OverflowError:
-        raise cel.CelCompileError("a number in the expression is too large") from None
+        raise GuardedCompileError("a number in the expression is too large") from None
     except MemoryError:
-        raise cel.CelCompileError("expression too large to compile") from None
+        raise GuardedCompileError("expression too large to compile") from None
 
 
 def precompile(found: list[Expression], *, modes: tuple[cel.Mode, ...], stop: threading.Event,
-               progress: list[int]) -> None:
+               progress: list[int]) -> list[FieldError]:
     """Compile into the process-wide cache (run in the worker thread); compile errors stay in the cache for
-    `validate_object` to report at their paths. Stops between two selectors when `stop` is set; `progress[0]`
-    counts the selectors done (read by the event loop at the deadline)."""
+    `validate_object` to report at their paths, except the interpreter limits (`GuardedCompileError`), which
+    are returned as field errors: the object is denied with them, without compiling those again on the loop.
+    Stops between two selectors when `stop` is set; `progress[0]` counts the selectors done."""
+    guarded: list[FieldError] = []
     for expression in found:
         if stop.is_set():
-            return
+            break
+        failed = False
         for mode in modes:
-            # a compile error is cached by the selector cache, or found again by validate_object
-            with contextlib.suppress(cel.CelCompileError):
+            try:
                 compile_guarded(expression.text, mode=mode)
-        schema_selectors.facts(expression.text)  # the driver-schema checks read the same tree: parse it here too
+            except GuardedCompileError as err:
+                guarded.append(FieldError.invalid(expression.path, expression.text, err.message))
+                failed = True
+                break
+            except cel.CelCompileError:
+                pass  # cached by the selector cache; validate_object reports it at its path
+        if not failed:
+            schema_selectors.facts(expression.text)  # the driver-schema checks read the same tree: parse it here too
         progress[0] += 1
+    return guarded
