@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import requests
 import yaml
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -225,8 +226,6 @@ class ControlPlane:
             "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
             # a throw-away test store: fsync buys nothing and costs the 2-core machine seconds
             "--unsafe-no-fsync", "--log-level", "warn"], self.logs)
-        import requests  # only here: the health probe of a plain-HTTP listener
-
         self._wait("etcd", lambda: requests.get(f"http://127.0.0.1:{client}/health", timeout=2).json()
                    .get("health") == "true")
 
