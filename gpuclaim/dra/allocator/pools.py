@@ -12,9 +12,10 @@ slices keep the order they were given (upstream keeps listing order there) and d
 With at most 8 pools upstream's order is a rotation of the order pools first appear in the slice list (a Go
 swiss-table map of one group), so for slices listed sorted, this order is one upstream really takes.
 
-Binding conditions (pools_experimental.go:69-72, :121-133): slices with a device that has bindingConditions are
-added after all other slices, and pools holding such devices come after all other pools, so plain devices are
-preferred; with the DRADeviceBindingConditions gate off (1.34's default) those devices are never selected.
+Binding conditions (pools_experimental.go:69-72, :121-133): the experimental implementation (the 1.34 default)
+adds slices with a device that has bindingConditions after all other slices, and pools holding such devices
+after all other pools, so plain devices are preferred; stable and incubating keep listing order. With the
+DRADeviceBindingConditions gate off (1.34's default) those devices are never selected by any of the three.
 """
 
 from __future__ import annotations
@@ -112,8 +113,11 @@ def gather_pools(
     slices = list(slices)
     error = _gather_error(slices, features)
     visible = [s for s in slices if slice_visible(s, node, features)]
-    # upstream adds slices with binding conditions last (stable sort keeps listing order otherwise)
-    visible.sort(key=_has_binding_conditions)
+    # only the experimental implementation (chosen when DeviceStatus, DeviceBinding or ConsumableCapacity is on)
+    # adds slices with binding conditions last and puts their pools last; stable and incubating keep listing order
+    reorder = features.device_status or features.device_binding or features.consumable_capacity
+    if reorder:
+        visible.sort(key=_has_binding_conditions)  # stable sort: listing order otherwise
     for s in visible:
         key = (s.driver, s.pool.name)
         current = by_pool.get(key)
@@ -125,7 +129,7 @@ def gather_pools(
     candidates: list[Candidate] = []
     ranges: list[tuple[int, int]] = []
     binding_ok = features.device_binding and features.device_status
-    for key in sorted(by_pool, key=lambda k: (any(_has_binding_conditions(s) for s in by_pool[k]), k)):
+    for key in sorted(by_pool, key=lambda k: (reorder and any(_has_binding_conditions(s) for s in by_pool[k]), k)):
         members = by_pool[key]
         pool = _pool_info(key, members)
         index = len(pools)
