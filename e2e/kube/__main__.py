@@ -50,6 +50,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     for name, proc in stack.procs().items():
         _log(f"  {name}: pid {proc.pid}, log {proc.log}")
     if args.detach:
+        if args.owner_pid:
+            _watch_owner(run, args.owner_pid)
         _log(f"detached: `python -m e2e.kube down{' --run-dir ' + str(run) if args.run_dir else ''}` stops it")
         return 0
     stopping: list[int] = []
@@ -72,10 +74,37 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0 if not dead else 1
 
 
+def _watch_owner(run: Path, owner: int) -> None:
+    """A detached watchdog (`down --after-pid`): when `owner` ends without calling `down` (a test session killed
+    before its teardown), it stops the cluster anyway."""
+    import os
+    import subprocess
+
+    with open(run / "logs" / "watchdog.log", "ab") as log:
+        subprocess.Popen([sys.executable, "-m", "e2e.kube", "down", "--run-dir", str(run), "--after-pid", str(owner)],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                         cwd=Path(__file__).resolve().parents[2], env={**os.environ})
+
+
+def _wait_gone(pid: int, state: Path) -> bool:
+    """True once `pid` has exited; False if the state file went first (an explicit `down` did the work)."""
+    import os
+
+    while state.exists():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(1)
+    return False
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     from e2e.kube.stack import Stack, default_run_dir
 
     run = Path(args.run_dir) if args.run_dir else default_run_dir()
+    if args.after_pid and not _wait_gone(args.after_pid, run / "state.json"):
+        return 0
     stopped = Stack.down(run)
     _log(f"down: stopped {', '.join(stopped) or 'nothing (no running cluster recorded in ' + str(run) + ')'}")
     return 0
@@ -132,9 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--detach", action="store_true", help="leave it running; `down` stops it")
     p.add_argument("--run-dir", help="state, logs, certificates (default $GPUCLAIM_KUBE_RUN or "
                                      "$TMPDIR/gpuclaim-kube-$UID)")
+    p.add_argument("--owner-pid", type=int, help="with --detach: stop the cluster when this process ends")
     p.set_defaults(func=cmd_up)
     p = sub.add_parser("down", help="stop what a detached `up` started and remove its run directory")
     p.add_argument("--run-dir")
+    p.add_argument("--after-pid", type=int, help="first wait until this process has ended (the --owner-pid watchdog)")
     p.set_defaults(func=cmd_down)
     p = sub.add_parser("demo", help="the demo workloads on the real control plane (starts one if none is up)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")

@@ -45,7 +45,9 @@ def require_binaries() -> None:
 
 def up(run: Path, *extra: str) -> tuple[str, Obj]:
     """`python -m e2e.kube up --detach`; (first stdout line, state.json)."""
-    done = subprocess.run([sys.executable, "-m", "e2e.kube", "up", "--detach", "--run-dir", str(run), *extra],
+    # --owner-pid: if this test session is killed before its teardown, the cluster stops anyway
+    done = subprocess.run([sys.executable, "-m", "e2e.kube", "up", "--detach", "--run-dir", str(run),
+                           "--owner-pid", str(os.getpid()), *extra],
                           capture_output=True, text=True, cwd=REPO, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     first = done.stdout.splitlines()[0]

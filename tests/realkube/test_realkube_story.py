@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import orjson
 from realkube_cluster import REPO, Kube, down, up
@@ -64,3 +65,20 @@ def test_down_stops_everything_and_leaves_nothing(tmp_path) -> None:
     assert "stopped" in said
     assert not run.exists()
     assert not any(p.alive() for p in procs)
+
+
+def test_a_cluster_whose_owner_dies_is_stopped(tmp_path) -> None:
+    """`up --detach --owner-pid`: the watchdog stops the cluster when the owner ends without `down`."""
+    owner = subprocess.Popen(["sleep", "600"])
+    run = tmp_path / "run"
+    try:
+        _, state = up(run, "--nodes", "1", "--owner-pid", str(owner.pid))
+        procs = [Proc(n, int(p["pid"]), tmp_path) for n, p in state["procs"].items()]
+        assert all(p.alive() for p in procs)
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 60
+    while (run.exists() or any(p.alive() for p in procs)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not run.exists() and not any(p.alive() for p in procs)
