@@ -10,6 +10,7 @@ evaluation.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,11 @@ from gpuclaim.dra.cel.runtime import BUDGET, compile_checked
 from gpuclaim.dra.cel.values import DomainMap, type_name
 from gpuclaim.dra.quantity import Quantity, parse_quantity
 from gpuclaim.dra.semver import Semver
+
+# An accepted selector can be ~250 levels deep (cel-go's parser limits) and a `!`/`-` chain of a 10 KiB
+# expression ~5,000 levels: the checker, estimator and evaluator recurse once per level, a few frames each.
+# Python 3.11's Python-to-Python calls use no C stack, so a higher limit is safe; it is only ever raised.
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 40_000))
 
 Mode = Literal["new", "stored"]
 MAX_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength
@@ -173,7 +179,7 @@ def _projector(rs: frozenset[reads.Read]) -> Any:
     Generated as straight-line code: it runs once per device and selector on a first pass.
     Values carry their type where equality would mix them up (``True == 1`` in Python).
     """
-    items = sorted(rs)
+    items = sorted(rs, key=lambda r: (r.kind, r.domain or "", r.name or ""))  # None (a whole domain) sorts first
     if any(r.domain is None and r.kind in ("attribute", "capacity") for r in items):
         return _everything
     lines = ["def key(device):", "    d = device.driver", "    a = device.attributes", "    c = device.capacity"]

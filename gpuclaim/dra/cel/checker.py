@@ -52,6 +52,7 @@ def _qualified_name(e: ast.Expr) -> str | None:
 class _Checker:
     def __init__(self, text: str, *, stored: bool, multi_alloc: bool) -> None:
         self.text = text
+        self.stored = stored
         self.table = _TABLES[stored]
         self.device_fields = dict(_DEVICE_FIELDS)
         if stored or multi_alloc:
@@ -98,13 +99,13 @@ class _Checker:
             case ast.ListExpr():
                 e.elements = [self.visit(x) for x in e.elements]
                 types = [self.unwrap(x, i in e.optional) for i, x in enumerate(e.elements)]
-                elem = t.common(types) if e.elements else t.DYN
+                elem = t.common(types) if e.elements else t.FREE
                 return self.set(e, t.list_of(elem))
             case ast.MapExpr():
                 e.entries = [(self.visit(k), self.visit(v)) for k, v in e.entries]
-                kt = t.common([self.out.type_of(k) for k, _ in e.entries]) if e.entries else t.DYN
+                kt = t.common([self.out.type_of(k) for k, _ in e.entries]) if e.entries else t.FREE
                 vts = [self.unwrap(v, i in e.optional) for i, (_, v) in enumerate(e.entries)]
-                vt = t.common(vts) if e.entries else t.DYN
+                vt = t.common(vts) if e.entries else t.FREE
                 return self.set(e, t.map_of(kt, vt))
             case ast.Comprehension():
                 return self.comprehension(e)
@@ -187,7 +188,28 @@ class _Checker:
         if ty != t.BOOL and not ty.is_dyn:
             raise self.fail(e.pos, f"found no matching overload for '_&&_' applied to '(bool, {ty})'")
 
+    def sort_by(self, e: ast.Comprehension) -> ast.Expr:
+        """ext.Lists v3's sortBy(x, key): only in the scheduler's StoredExpressions environment in 1.34."""
+        if not self.stored:
+            raise self.fail(e.pos, "undeclared reference to 'sortBy' (in container '')")
+        e.iter_range = self.visit(e.iter_range)
+        e.accu_init = self.visit(e.accu_init)
+        rng = self.out.type_of(e.iter_range)
+        if rng.name != "list" and not rng.is_dyn:
+            raise self.fail(e.pos, f"found no matching overload for 'sortBy' applied to '{rng}.(dyn)'")
+        elem = rng.params[0] if rng.name == "list" else t.DYN
+        self.scopes.append({e.iter_var: elem})
+        e.loop_cond = self.visit(e.loop_cond)
+        e.loop_step = self.visit(e.loop_step)
+        self.scopes.pop()
+        self.scopes.append({e.accu_var: t.list_of(elem)})
+        e.result = self.visit(e.result)
+        self.scopes.pop()
+        return self.set(e, t.list_of(elem))
+
     def comprehension(self, e: ast.Comprehension) -> ast.Expr:
+        if e.macro == "sortBy":
+            return self.sort_by(e)
         if e.iter_var2 is not None:
             return self.two_variable(e)
         e.iter_range = self.visit(e.iter_range)
@@ -202,7 +224,7 @@ class _Checker:
                             "(must be list, map, or dynamic)")
         accu_t = self.out.type_of(e.accu_init)
         if e.macro in ("map", "filter"):
-            accu_t = t.list_of(t.DYN)
+            accu_t = t.list_of(t.FREE)  # the element type comes from what each step appends
         self.scopes.append({e.accu_var: accu_t} if e.macro == "bind" else {e.iter_var: var_t, e.accu_var: accu_t})
         e.loop_cond = self.visit(e.loop_cond)
         e.loop_step = self.visit(e.loop_step)
@@ -254,7 +276,9 @@ class _Checker:
                 hint=_hint(e.function, arg_types),
             )
         self.out.overloads[e.id] = matched
-        result = t.common(results)
+        # a free type parameter in an argument is bound by the first overload that matches (cel-go's
+        # unification): `[].min()` is an int
+        result = results[0] if any(t.has_free(a) for a in arg_types) else t.common(results)
         if e.function == "_?._" and arg_types[0].name == "map":
             result = t.optional_of(arg_types[0].params[1])
         if e.function == "_?._" and arg_types[0] == t.DEVICE:

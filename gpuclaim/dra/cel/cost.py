@@ -114,6 +114,13 @@ class _Var:
     entry: tuple[str, R, R] | None  # (container kind, key size, value size)
 
 
+def _lists_in(e: ast.Expr) -> list[ast.ListExpr]:
+    out = [e] if isinstance(e, ast.ListExpr) else []
+    for child in ast.children(e):
+        out += _lists_in(child)
+    return out
+
+
 def estimate(checked: Checked) -> R:
     return _Coster(checked).cost(checked.expr)
 
@@ -265,6 +272,12 @@ class _Coster:
                 self.sizes[e.id] = s
         elif isinstance(e.accu_init, ast.ListExpr | ast.MapExpr):
             self.sizes[e.id] = count
+            if e.macro in ("map", "filter"):
+                # the elements are what each step appends (`__result__ + [x]`): cel-go knows their size
+                appended = [x for x in _lists_in(e.loop_step) if x.id in self.entries and x.elements]
+                if appended:
+                    item = appended[0]
+                    self.entries[e.id] = self.entries[item.id]
         return total
 
     def call(self, e: ast.Call) -> R:
@@ -324,8 +337,11 @@ class _Coster:
         if k8s is not None:
             return k8s[0] + argsum, k8s[1]
         if oid == "string_format" and target is not None:
-            tsz, asz = self.size_or_unknown(target), self.size_or_unknown(args[0])
-            return tsz.f(_STR) + argsum, tsz + asz
+            # cel-go: "ResultSize not calculated because we can't bound the max size"
+            return self.size_or_unknown(target).f(_STR) + argsum, UNKNOWN
+        if oid == "bytes_to_string":
+            sz = self.size_or_unknown(args[0])
+            return sz.f(_STR) + argsum, R(sz.lo // 4, sz.hi)
         if oid in ("string_to_bytes", "strings_quote"):
             sz = self.size_or_unknown(args[0])
             rs = R(sz.lo, _mul(sz.hi, 4)) if oid == "string_to_bytes" else R(sz.lo + 2, _add(_mul(sz.hi, 2), 2))
@@ -394,7 +410,7 @@ class _Coster:
             return self._replace(target, args)
         if name == "split" and target is not None:
             sz = self.size_or_unknown(target)
-            top = self._int_literal(args[1], sz.hi) if len(args) > 1 else sz.hi
+            top = self._int_literal(args[1], sz.hi) % 2**64 if len(args) > 1 else sz.hi  # uint64(i), as upstream
             return sz.f(2 * _STR), R(0, top)
         if name == "join" and target is not None:
             lst = self.size_or_unknown(target)
@@ -408,6 +424,8 @@ class _Coster:
         if name in ("find", "findAll") and target is not None and args:
             sz = self.size_or_unknown(target)
             return (sz + ONE).f(_STR) * self.size_or_unknown(args[0]).f(_REGEX), R(0, sz.hi)
+        if name in ("quantity", "isQuantity", "semver", "isSemver", "cidr", "isIP", "isCIDR") and args:
+            return self.size_or_unknown(args[0]).f(_STR), None
         if name == "ip" and target is not None:
             return ONE, None
         if name in ("masked", "prefixLength", "family", "isUnspecified", "isLoopback", "isLinkLocalMulticast",

@@ -169,7 +169,7 @@ for _f in ("contains", "equivalent", "intersects"):
 # -- optional types ----------------------------------------------------------------------------------
 _g("optional.of", "optional_of", (A,), optional_of(A))
 _g("optional.ofNonZeroValue", "optional_ofNonZeroValue", (A,), optional_of(A))
-_g("optional.none", "optional_none", (), optional_of(DYN))
+_g("optional.none", "optional_none", (), optional_of(A))  # A stays free: it unifies with the other side
 _m("value", "optional_value", (optional_of(A),), A)
 _m("hasValue", "optional_hasValue", (optional_of(A),), BOOL)
 _m("orValue", "optional_orValue_value", (optional_of(A), A), A)

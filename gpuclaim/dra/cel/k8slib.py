@@ -89,7 +89,13 @@ def _semver(s: object, normalize: object = False) -> Semver:
         fail(str(exc))
 
 
-FUNCS[("isSemver", False)] = lambda s, normalize=False: is_semver(_str(s), normalize=bool(normalize))
+def _is_semver(s: object, normalize: object = False) -> bool:
+    if type(normalize) is not bool:
+        no_overload()
+    return is_semver(_str(s), normalize=normalize)
+
+
+FUNCS[("isSemver", False)] = _is_semver
 FUNCS[("major", True)] = lambda v: _sv(v).major
 FUNCS[("minor", True)] = lambda v: _sv(v).minor
 FUNCS[("patch", True)] = lambda v: _sv(v).patch

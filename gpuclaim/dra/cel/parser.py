@@ -87,15 +87,68 @@ def _syntax_error(text: str, pos: int, detail: str) -> CelCompileError:
     return error_at(text, pos, f"Syntax error: {detail}")
 
 
+_PASS_THROUGH = frozenset({"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication",
+                           "unary", "member", "primary"})
+# cel-go's parser limits (parser.go, default maxRecursionDepth 250): nested `expr` rules (parentheses, call
+# arguments, list and map literals, indexes, conditional branches) and left-recursive chains (operators,
+# selections, indexes, method calls). Both are checked before anything recurses deeper.
+_NESTING = frozenset({"paren_expr", "list_lit", "map_lit", "ident_arg", "member_dot_arg", "member_index",
+                      "member_index_opt"})
+_CHAINS = frozenset({"relation", "addition", "multiplication", "member_dot", "member_dot_opt", "member_dot_arg",
+                     "member_index", "member_index_opt"})
+_MAX_DEPTH = 250
+
+
+def _limit(message: str) -> CelCompileError:
+    # cel-go reports these without a source location
+    return CelCompileError(f"compilation failed: ERROR: <input>:-1:0: {message}")
+
+
+def _balanced(fn: str, terms: list[ast.Expr], ops: list[int], lo: int, hi: int) -> ast.Expr:
+    """cel-go's balancer.balancedTree: a logical chain as a balanced tree."""
+    mid = (lo + hi + 1) // 2
+    left = terms[mid] if mid == lo else _balanced(fn, terms, ops, lo, mid - 1)
+    right = terms[mid + 1] if mid == hi else _balanced(fn, terms, ops, mid + 1, hi)
+    return ast.Call(fn, [left, right], ops[mid])
+
+
 class _Builder:
     def __init__(self, text: str) -> None:
         self.text = text
+        self.nest = 1  # the whole expression is one `expr`
+        self.chain = 0
 
     def fail(self, pos: int, message: str) -> CelCompileError:
         return error_at(self.text, pos, message)
 
     # -- tree walking -------------------------------------------------------------------------------
     def expr(self, t: lark.Tree[Any]) -> ast.Expr:
+        # Pass-through rules (one child) are skipped in a loop: a deep expression must not cost Python frames
+        # per grammar level.
+        while t.data in _PASS_THROUGH and len(t.children) == 1 and isinstance(t.children[0], lark.Tree):
+            t = t.children[0]
+        name = t.data
+        nesting = name in _NESTING or (name == "expr" and len(t.children) > 1)  # a conditional's branches
+        if nesting or (name in _CHAINS and len(t.children) > 1):
+            limit, what = (self.nest, "nest") if nesting else (self.chain, "chain")
+            if what == "nest":
+                self.nest += 1
+                if self.nest > _MAX_DEPTH:
+                    raise _limit(f"expression recursion limit exceeded: {_MAX_DEPTH}")
+            else:
+                self.chain += 1
+                if self.chain > _MAX_DEPTH:
+                    raise _limit("max recursion depth exceeded")
+            try:
+                return self.node(t)
+            finally:
+                if what == "nest":
+                    self.nest = limit
+                else:
+                    self.chain = limit
+        return self.node(t)
+
+    def node(self, t: lark.Tree[Any]) -> ast.Expr:
         kids = [c for c in t.children]
         name = t.data
         if name in ("expr",):
@@ -106,9 +159,21 @@ class _Builder:
         if name in ("conditionalor", "conditionaland"):
             if len(kids) == 1:
                 return self.expr(kids[0])
-            left, op, right = kids
+            # cel-go balances chains of one logical operator (parser/helper.go balancer): no depth limit
+            terms: list[Any] = []
+            ops: list[int] = []
+            node = t
+            while node.data == name and len(node.children) == 3:
+                left, op, right = node.children
+                terms.append(right)
+                ops.append(_tok_pos(op))
+                node = left
+            terms.append(node)
+            terms.reverse()
+            ops.reverse()
             fn = "_||_" if name == "conditionalor" else "_&&_"
-            return ast.Call(fn, [self.expr(left), self.expr(right)], _tok_pos(op))
+            built = [self.expr(x) for x in terms]
+            return _balanced(fn, built, ops, 0, len(ops) - 1)
         if name in ("relation", "addition", "multiplication"):
             if len(kids) == 1:
                 return self.expr(kids[0])
@@ -122,10 +187,22 @@ class _Builder:
         if name == "unary":
             if len(kids) == 1:
                 return self.expr(kids[0])
-            op, operand = kids
-            inner = self.expr(operand)
-            pos = _tok_pos(op.children[0])
-            if op.data == "unary_not":
+            # a chain of `!` / `-` (cel-go has no depth limit on it): walked in a loop
+            chain: list[tuple[str, int]] = []
+            node = t
+            while node.data == "unary" and len(node.children) == 2:
+                op, node = node.children
+                chain.append((op.data, _tok_pos(op.children[0])))
+            kinds = [kind for kind, _ in chain]
+            if len(set(kinds)) > 1:
+                # cel-go's grammar: unary is `'!'+ member | '-'+ member`, never both
+                switch = next(i for i, k in enumerate(kinds) if k != kinds[0])
+                raise _syntax_error(self.text, chain[switch][1] + 1, "no viable alternative at input")
+            inner = self.expr(node)
+            if len(chain) % 2 == 0:
+                return inner  # cel-go's parser drops an even run of `!` or `-` (visitLogicalNot / visitNegate)
+            kind, pos = chain[0]
+            if kind == "unary_not":
                 return ast.Call("!_", [inner], pos)
             if isinstance(inner, ast.Const) and inner.kind in ("int", "double"):
                 return self.number(-inner.value, inner.kind, pos)  # type: ignore[operator]
@@ -202,7 +279,7 @@ class _Builder:
     def literal(self, tok: lark.Token) -> ast.Const:
         pos, v, ty = _tok_pos(tok), str(tok), tok.type
         if ty == "INT_LIT":
-            return self.number(int(v, 16) * (-1 if v.startswith("-") else 1) if "x" in v else int(v), "int", pos)
+            return self.number(int(v, 16) if "x" in v else int(v), "int", pos)  # int() takes "-0x1" with its sign
         if ty == "UINT_LIT":
             n = int(v[:-1], 16) if "x" in v else int(v[:-1])
             if not 0 <= n < 2**64:
@@ -240,6 +317,12 @@ class _Builder:
             fn == "map" and len(args) in (2, 3)
         ):
             return self.comprehension(fn, target, args, pos)
+        if fn == "sortBy" and len(args) == 2:
+            var = self.simple_name(args[0])
+            return ast.Comprehension(
+                var, target, ast.ACCU, ast.ListExpr([], pos), ast.Const(True, "bool", pos), args[1],
+                ast.Ident(ast.ACCU, pos), pos, macro="sortBy",
+            )
         if (fn in ("all", "exists", "existsOne") and len(args) == 3) or (
             fn in ("transformList", "transformMap", "transformMapEntry") and len(args) in (3, 4)
         ):

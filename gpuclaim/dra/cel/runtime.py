@@ -11,6 +11,7 @@ an approximation of cel-go's actual cost that stops runaway comprehensions with 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -236,6 +237,8 @@ class _Compiler:
                 no_overload()
 
             return negate
+        if fn == "@in" and isinstance(e.args[1], ast.ListExpr) and not e.args[1].elements:
+            return lambda env: False  # cel-go's set-membership optimisation: `x in []` never evaluates x
         if fn == "@in":
             a, b = args
             return lambda env: ops.contains(a(env), b(env))
@@ -320,7 +323,30 @@ class _Compiler:
 
         return run
 
+    def sort_by(self, e: ast.Comprehension) -> Fn:
+        rng, var, key = self.build(e.iter_range), e.iter_var, self.build(e.loop_step)
+
+        def sort_by(env: dict[str, Any]) -> list[Any]:
+            items = rng(env)
+            if not isinstance(items, list | tuple):
+                no_overload()
+            saved, keyed = env.get(var, _MISSING), []
+            try:
+                for x in items:
+                    env[var] = x
+                    keyed.append((key(env), x))
+            finally:
+                _restore(env, var, saved)
+            kinds = {type(k) for k, _ in keyed}
+            if keyed and (len(kinds) > 1 or not kinds <= {int, UintType, float, str, bytes, bool}):
+                fail("sortBy: keys must be of one comparable type")  # cel-go: a key type error
+            return [x for _, x in sorted(keyed, key=functools.cmp_to_key(lambda a, b: compare(a[0], b[0])))]
+
+        return sort_by
+
     def comprehension(self, e: ast.Comprehension) -> Fn:
+        if e.macro == "sortBy":
+            return self.sort_by(e)
         if e.iter_var2 is not None:
             return self.two_variable(e)
         if e.macro == "bind":

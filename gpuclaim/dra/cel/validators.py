@@ -54,8 +54,10 @@ def _homogeneous(text: str, c: Checked, e: ast.Expr, *, exempt: bool) -> None:
                 continue
             if first is None:
                 first = ty
-            elif ty != first:
+            elif not t.compatible(ty, first):
                 raise error_at(text, el.pos, f"expected type '{first}' but found '{ty}'")
+            elif t.has_free(first):
+                first = ty
     if not exempt and isinstance(e, ast.MapExpr):
         kt: t.Type | None = None
         vt: t.Type | None = None
@@ -64,11 +66,11 @@ def _homogeneous(text: str, c: Checked, e: ast.Expr, *, exempt: bool) -> None:
             if kt is None:
                 kt, vt = kty, vty
                 continue
-            if kty != kt:
+            if not t.compatible(kty, kt):
                 raise error_at(text, k.pos, f"expected type '{kt}' but found '{kty}'")
             if vt is None:
                 vt = vty
-            elif vty is not None and vty != vt:
+            elif vty is not None and not t.compatible(vty, vt):
                 raise error_at(text, v.pos, f"expected type '{vt}' but found '{vty}'")
     for child in ast.children(e):
         _homogeneous(text, c, child, exempt=exempt)

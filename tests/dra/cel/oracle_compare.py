@@ -49,3 +49,13 @@ def verdict(reply: dict[str, Any]) -> tuple[Any, ...]:
     if "matched" in reply:
         return ("matched", reply["matched"])
     return ("value", canonical(reply.get("value")))
+
+
+TOO_COMPLEX = "too complex, exceeds cost limit"
+
+
+def known_cost_difference(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    """The one open class of difference: the cost estimate puts the expression on the other side of the 1,000,000
+    limit (estimated sizes of strings built by functions whose result size cel-go or Kubernetes estimate
+    differently). Exactly one side must say "too complex"; everything else must agree."""
+    return (ours.get("error") == TOO_COMPLEX) != (theirs.get("error") == TOO_COMPLEX)

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from oracle_compare import gpuclaim_eval, gpuclaim_match, verdict
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracle_compare import gpuclaim_eval, gpuclaim_match, known_cost_difference, verdict
+from oracle_grammar import devices, expressions, selectors
 
 from gpuclaim.dra import cel
 from gpuclaim.dra.quantity import parse_quantity
@@ -73,3 +76,66 @@ def test_corpus_verdicts_are_still_upstreams(cel_oracle: Any) -> None:
             assert verdict(reply) == verdict(cases[i]["upstream"]), cases[i]["expr"]
 
 
+def _differential(oracle: Any, expr: str, device: cel.PlainDevice, op: str = "match") -> None:
+    if op == "eval":
+        theirs, ours = oracle.eval(expr, device), gpuclaim_eval(expr, device)
+    else:
+        theirs, ours = oracle.match(expr, device), gpuclaim_match(expr, device)
+    if known_cost_difference(ours, theirs):
+        return  # documented in docs/dev/upstream-oracle.md ("Known differences"); kept in the corpus as open
+    assert verdict(ours) == verdict(theirs), f"{expr!r}\n upstream: {theirs}\n gpuclaim: {ours}"
+
+
+_CI = settings(max_examples=BUDGET, derandomize=True, deadline=None, database=None,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+
+@_CI
+@given(expr=selectors(), device=devices())
+def test_random_selectors_agree_with_upstream(cel_oracle: Any, expr: str, device: cel.PlainDevice) -> None:
+    _differential(cel_oracle, expr, device)
+
+
+@settings(_CI, max_examples=BUDGET // 5)
+@given(expr=expressions(), device=devices())
+def test_random_expression_values_agree_with_upstream(cel_oracle: Any, expr: str, device: cel.PlainDevice) -> None:
+    _differential(cel_oracle, expr, device, "eval")
+
+
+def _batches(total: int, size: int = 1000) -> Any:
+    """Random (selector, device) pairs in batches, drawn from the same grammar outside @given: the long run
+    streams each batch through the oracle at once (~15 ms per case instead of ~20 ms under @given)."""
+    import warnings
+
+    from hypothesis.errors import NonInteractiveExampleWarning
+
+    strategy = st.tuples(st.one_of(selectors(depth=4), selectors()), devices())
+    done = 0
+    while done < total:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NonInteractiveExampleWarning)
+            batch = [strategy.example() for _ in range(min(size, total - done))]
+        done += len(batch)
+        yield batch
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(6 * 3600)
+@pytest.mark.skipif(not LONG, reason="long differential run: GPUCLAIM_LONG=1")
+def test_long_random_selectors_agree_with_upstream(cel_oracle: Any) -> None:
+    """LONG_BUDGET random selectors; every disagreement is listed (and appended to a report file) at the end."""
+    report = Path(os.environ.get("GPUCLAIM_ORACLE_REPORT", "/tmp/gpuclaim-cel-oracle-long.jsonl"))
+    disagreements, known, seen = [], 0, 0
+    with report.open("w") as out:
+        for batch in _batches(LONG_BUDGET):
+            replies = cel_oracle.match_many(batch)
+            for (expr, device), theirs in zip(batch, replies, strict=True):
+                ours = gpuclaim_match(expr, device)
+                seen += 1
+                if known_cost_difference(ours, theirs):
+                    known += 1
+                elif verdict(ours) != verdict(theirs):
+                    disagreements.append(expr)
+                    out.write(json.dumps({"expr": expr, "upstream": theirs, "gpuclaim": ours}) + "\n")
+    print(f"long run: {seen} selectors, {len(disagreements)} disagreements, {known} cost-boundary differences")
+    assert seen == LONG_BUDGET
+    assert not disagreements, f"{len(disagreements)} disagreements, see {report}: {disagreements[:5]}"
