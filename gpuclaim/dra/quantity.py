@@ -78,9 +78,15 @@ class Quantity:
         # apimachinery keeps the receiver's format, except that a zero receiver takes the other's
         fmt: Format = other_format if self.value == 0 else self.format
         amount = None
+        value = self.value + sign * other_value
         if self.amount is not None and other_amount is not None:
-            amount = _amount_add(self.amount, (sign * other_amount[0], other_amount[1]))
-        return Quantity(self.value + sign * other_value, fmt, amount, True)
+            negated = sign * other_amount[0]
+            if negated > _INT64_MAX:
+                negated = _INT64_MIN  # Go's int64Amount.Sub negates in int64: -MinInt64 wraps to MinInt64
+            amount = _amount_add(self.amount, (negated, other_amount[1]))
+            if amount is not None:
+                value = Fraction(amount[0]) * Fraction(10) ** amount[1]  # what the int64 fast path computed
+        return Quantity(value, fmt, amount, True)
 
     def as_int64(self) -> int | None:
         """``Quantity.AsInt64``: the value when it is an int64Amount of scale >= 0 that fits, else None."""
@@ -103,7 +109,10 @@ class Quantity:
         return self.value.numerator
 
     def as_approximate_float(self) -> float:
-        return float(self.value)
+        try:
+            return float(self.value)
+        except OverflowError:  # apimachinery: float64(value) * math.Pow10(scale) is ±Inf
+            return math.inf if self.value > 0 else -math.inf
 
     def __str__(self) -> str:
         return _canonical(self.value, self.format)

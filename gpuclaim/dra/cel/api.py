@@ -160,6 +160,9 @@ class CompiledSelector:
             return err
         except RecursionError:
             return CelRuntimeError("max recursion depth exceeded")
+        except (OverflowError, ValueError, ZeroDivisionError) as exc:
+            # never a crash (a 500 in the webhook): a Python limit the CEL runtime did not foresee
+            return CelRuntimeError(f"evaluation error: {type(exc).__name__}: {exc}")
         if type(v) is not bool:
             tn = type_name(v)
             return CelRuntimeError(

@@ -218,7 +218,7 @@ class _Compiler:
             def relational(env: dict[str, Any]) -> bool:
                 x, y = a(env), b(env)
                 if (type(x) is float and x != x) or (type(y) is float and y != y):
-                    return False
+                    fail("NaN values cannot be ordered")  # cel-go's wording
                 return test(compare(x, y))
 
             return relational

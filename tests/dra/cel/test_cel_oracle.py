@@ -83,7 +83,18 @@ def _differential(oracle: Any, expr: str, device: cel.PlainDevice, op: str = "ma
         theirs, ours = oracle.match(expr, device), gpuclaim_match(expr, device)
     if known_cost_difference(ours, theirs):
         return  # documented in docs/dev/upstream-oracle.md ("Known differences"); kept in the corpus as open
+    if verdict(ours) != verdict(theirs) and _one_of_upstreams(oracle, expr, device, op, verdict(ours)):
+        return
     assert verdict(ours) == verdict(theirs), f"{expr!r}\n upstream: {theirs}\n gpuclaim: {ours}"
+
+
+def _one_of_upstreams(oracle: Any, expr: str, device: cel.PlainDevice, op: str, ours: Any, tries: int = 30) -> bool:
+    """Go iterates maps in a random order, so an expression that depends on it (`m.map(k, k)[0]`) has several
+    upstream answers: gpuclaim's (insertion order) must be one of them."""
+    if ".map(" not in expr and ".filter(" not in expr and ".transform" not in expr and "exists" not in expr:
+        return False
+    ask = oracle.eval_many if op == "eval" else oracle.match_many
+    return any(verdict(r) == ours for r in ask([(expr, device)] * tries))
 
 
 _CI = settings(max_examples=BUDGET, derandomize=True, deadline=None, database=None,
