@@ -22,9 +22,11 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,25 @@ START_TIMEOUT = 30.0
 STOP_GRACE = 5.0
 #: certificates reloaded within a second, so the reliability suite's rotation is seen quickly
 DEMO_CONFIG: Obj = {"logging": {"level": "warning", "format": "json"}, "certs": {"reloadIntervalSeconds": 1}}
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive inside the block are delivered, to the handlers in force before it, when it
+    ends. Only the main thread can set handlers; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    deferred = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda signum, _frame: pending.append(signum)) for signum in deferred}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
 
 
 class StackError(Exception):
@@ -160,10 +181,12 @@ class Stack:
     # ---- the parts -----------------------------------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str], *, stdout: Path | None = None) -> Proc:
         log = self.workdir / "logs" / f"{name}.log"
-        with open(log, "ab") as err, open(stdout or log, "ab") as out:
+        # Popen returns only once the child has exec'd; a Ctrl-C or SIGTERM raised inside it would leave a child
+        # in its own session that stop() never hears of, so the interrupt waits until the child is recorded
+        with _interrupts_deferred(), open(log, "ab") as err, open(stdout or log, "ab") as out:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=self.workdir,
                                      start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        proc = self.procs[name] = Proc(name, popen, log)
+            proc = self.procs[name] = Proc(name, popen, log)
         return proc
 
     def _start_double(self, objects: list[Obj]) -> None:
