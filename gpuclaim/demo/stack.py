@@ -55,12 +55,12 @@ def _interrupts_deferred() -> Iterator[None]:
         return
     pending: list[int] = []
     deferred = (signal.SIGINT, signal.SIGTERM)
-    previous = {signum: signal.signal(signum, lambda signum, _frame: pending.append(signum)) for signum in deferred}
+    previous = {sig: signal.signal(sig, lambda signum, _frame: pending.append(signum)) for sig in deferred}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         for signum in dict.fromkeys(pending):
             signal.raise_signal(signum)
 
