@@ -85,6 +85,8 @@ def canonical_upstream(outcome: Mapping[str, Any]) -> Canonical:
         return ("allocated", tuple(claims))
     if status == "error":
         return ("error", outcome.get("error") or "")
+    if status == "timeout":  # the scheduler's filter timeout: the node counts as not fitting, as gpuclaim's budget
+        return ("gave-up", None)
     return (status, None)
 
 
@@ -99,6 +101,8 @@ def canonical_gpuclaim(outcome: AllocationOutcome) -> Canonical:
         return ("allocated", tuple(claims))
     if outcome.status == "error":
         return ("error", outcome.error or "")
+    if outcome.status == "budget":
+        return ("gave-up", None)
     return (outcome.status, None)
 
 
