@@ -330,7 +330,8 @@ class _Compiler:
             items = rng(env)
             if not isinstance(items, list | tuple):
                 no_overload()
-            saved, keyed = env.get(var, _MISSING), []
+            saved = env.get(var, _MISSING)
+            keyed: list[tuple[Any, Any]] = []
             try:
                 for x in items:
                     env[var] = x
@@ -340,7 +341,10 @@ class _Compiler:
             kinds = {type(k) for k, _ in keyed}
             if keyed and (len(kinds) > 1 or not kinds <= {int, UintType, float, str, bytes, bool}):
                 fail("sortBy: keys must be of one comparable type")  # cel-go: a key type error
-            return [x for _, x in sorted(keyed, key=functools.cmp_to_key(lambda a, b: compare(a[0], b[0])))]
+            def by_key(a: tuple[Any, Any], b: tuple[Any, Any]) -> int:
+                return compare(a[0], b[0])
+
+            return [x for _, x in sorted(keyed, key=functools.cmp_to_key(by_key))]
 
         return sort_by
 

@@ -336,8 +336,8 @@ _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 
 
 def _locale_float(arg: object, what: str) -> float:
-    if type(arg) is float:
-        return arg  # type: ignore[return-value]
+    if isinstance(arg, float):
+        return arg
     if type(arg) is str and arg in ("NaN", "Infinity", "-Infinity"):
         return float(arg.replace("Infinity", "inf"))
     _format_error(what, arg)
@@ -379,9 +379,9 @@ def _format_one(verb: str, arg: object, prec: int | None) -> str:
             v = int(arg)  # type: ignore[call-overload]
             s = format(abs(v), "x") if verb == "x" else format(abs(v), "X")
             return ("-" if v < 0 else "") + s
-        if t in (str, bytes):
-            raw = arg.encode() if t is str else arg  # type: ignore[union-attr]
-            return raw.hex() if verb == "x" else raw.hex().upper()  # type: ignore[union-attr]
+        if isinstance(arg, str | bytes):
+            raw = arg.encode() if isinstance(arg, str) else arg
+            return raw.hex() if verb == "x" else raw.hex().upper()
         _format_error("only integers, byte buffers, and strings can be formatted as hex", arg)
     if verb == "o":
         if t in (int, UintType):

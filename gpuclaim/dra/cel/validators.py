@@ -33,9 +33,9 @@ def validate(text: str, checked: Checked) -> None:
 def _regexes(text: str, e: ast.Expr) -> None:
     if isinstance(e, ast.Call) and e.function in ("matches", "find", "findAll"):
         pattern = e.args[-1] if e.target is None and e.function == "matches" else (e.args[0] if e.args else None)
-        if isinstance(pattern, ast.Const) and pattern.kind == "string":
+        if isinstance(pattern, ast.Const) and isinstance(pattern.value, str):
             try:
-                regex.compile_re2(pattern.value)  # type: ignore[arg-type]
+                regex.compile_re2(pattern.value)
             except regex.RegexError:
                 raise error_at(text, pattern.pos, f"invalid {e.function} argument") from None
     for child in ast.children(e):
