@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import sys
 from pathlib import Path
 
 from gpuclaim.commands._serve import add_server_arguments, load_config_file
@@ -33,8 +31,11 @@ def _listen(value: str, flag: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuclaim.extender import app
-    from gpuclaim.kube.config import KubeConfigError
+    from gpuclaim.certs import files, material
+    from gpuclaim.extender import app, keys
+    from gpuclaim.kube import config as kube_config
+    from gpuclaim.serving import logs
+    from gpuclaim.serving import run as serving
 
     config = load_config_file(args.config)
     ext = config.extender
@@ -44,13 +45,26 @@ def run(args: argparse.Namespace) -> int:
     key = args.tls_key or (Path(ext.tls.key_file) if ext.tls.key_file else None)
     if (cert is None) != (key is None):
         raise UsageError("--tls-cert and --tls-key go together")
-    logging.basicConfig(level=config.logging.level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.setup(level=config.logging.level, fmt=config.logging.format)
     try:
-        asyncio.run(app.run(config, listen=listen, metrics_listen=metrics_listen, kubeconfig=args.kubeconfig,
-                            tls_cert=cert, tls_key=key))
-    except KubeConfigError as exc:
+        api = kube_config.load(args.kubeconfig)
+    except kube_config.KubeConfigError as exc:
         raise UsageError(f"no cluster to watch: {exc} (pass --kubeconfig or run in a pod)") from None
+    reloader = None
+    if cert is not None and key is not None:
+        try:
+            reloader = files.reloading_server_context(cert_file=cert, key_file=key, min_version=ext.tls.min_version,
+                                                      interval=config.certs.reload_interval_seconds)
+        except (OSError, material.MaterialError, ValueError) as exc:
+            raise UsageError(f"--tls-cert/--tls-key: no usable certificate pair: {exc}") from None
+    application = app.create_app(config, api=api, reloader=reloader)
+    try:
+        asyncio.run(serving.serve(application, listen=listen, metrics_listen=metrics_listen,
+                                  registry=application[keys.REGISTRY],
+                                  ssl_context=reloader.context if reloader else None,
+                                  grace_period=ext.grace_period_seconds))
     except OSError as exc:
         raise UsageError(f"cannot serve: {exc}") from None
+    except KeyboardInterrupt:
+        return ExitStatus.INTERRUPTED
     return ExitStatus.OK

@@ -68,11 +68,12 @@ def _kube_config(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from gpuclaim.certs import files, material
-    from gpuclaim.webhook import admit, app
-    from gpuclaim.webhook import logging as wlogging
+    from gpuclaim.serving import logs
+    from gpuclaim.serving import run as serving
+    from gpuclaim.webhook import admit, app, keys
 
     config = _load(args)
-    wlogging.setup(level=config.logging.level, fmt=config.logging.format)
+    logs.setup(level=config.logging.level, fmt=config.logging.format)
     tls = config.webhook.tls
     if not tls.cert_file or not tls.key_file:
         raise UsageError("--tls-cert and --tls-key (or webhook.tls.certFile/keyFile) are required: "
@@ -89,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
     application = app.create_app(config, checks=checks, reloader=reloader, kube_config=kube,
                                  namespace=os.environ.get("POD_NAMESPACE") or None)
     try:
-        asyncio.run(app.serve(application, listen=config.webhook.listen,
-                              metrics_listen=config.webhook.metrics_listen,
-                              grace_period=config.webhook.grace_period_seconds))
+        asyncio.run(serving.serve(application, listen=config.webhook.listen,
+                                  metrics_listen=config.webhook.metrics_listen, registry=application[keys.REGISTRY],
+                                  ssl_context=reloader.context, grace_period=config.webhook.grace_period_seconds))
     except OSError as exc:  # the address is taken or not ours to bind
         raise UsageError(f"--listen/--metrics-listen: cannot listen: {exc.strerror or exc}") from None
     except KeyboardInterrupt:

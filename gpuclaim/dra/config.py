@@ -214,6 +214,20 @@ class ClientAuthConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ConnectionTimeouts:
+    """Bounds on one client connection (docs/dev/serving.md): slow or idle clients cannot hold connections open.
+
+    idleSeconds stays above the 90 s after which Go clients (kube-apiserver, kube-scheduler) drop idle
+    connections themselves, so the server never closes one just as the client reuses it for a POST.
+    """
+
+    handshake_seconds: float = field(default=10.0, metadata=_meta(_positive))
+    header_seconds: float = field(default=10.0, metadata=_meta(_positive))
+    body_seconds: float = field(default=10.0, metadata=_meta(_positive))
+    idle_seconds: float = field(default=120.0, metadata=_meta(_positive))
+
+
+@dataclass(frozen=True, slots=True)
 class WebhookConfig:
     listen: str = field(default="0.0.0.0:8443", metadata=_meta(_listen))
     metrics_listen: str = field(default="0.0.0.0:9090", metadata=_meta(_listen))
@@ -222,6 +236,7 @@ class WebhookConfig:
     internal_error_policy: InternalErrorPolicy = InternalErrorPolicy()
     grace_period_seconds: float = field(default=25.0, metadata=_meta(_non_negative))
     client_auth: ClientAuthConfig = ClientAuthConfig()
+    timeouts: ConnectionTimeouts = ConnectionTimeouts()
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +282,8 @@ class ExtenderConfig:
     )
     nvlink_annotation: str = field(default="gpuclaim.io/nvlink-groups", metadata=_meta(_label_key))
     weights: ExtenderWeights = ExtenderWeights()
+    grace_period_seconds: float = field(default=25.0, metadata=_meta(_non_negative))
+    timeouts: ConnectionTimeouts = ConnectionTimeouts()
 
 
 # --- cluster view, certificates, logging ---

@@ -1,7 +1,9 @@
-"""The extender's aiohttp applications: the scheduler-facing one and the metrics one (separate port).
+"""The extender's aiohttp app: ``create_app`` (POST /prioritize, POST /filter, /healthz, /readyz).
 
-``create_app`` is the only place routes are wired; tests drive it through ``aiohttp_client`` exactly as
-production serves it. ``run`` owns the process: cluster cache, both sites, TLS with hot reload, shutdown.
+``create_app`` is the only place routes and resources are wired; tests drive it through ``aiohttp_client`` exactly
+as production serves it. Given a kube ``ApiConfig`` it owns the cluster cache and the node-state warm-up as
+single-yield ``cleanup_ctx`` generators (as the webhook's app owns its cluster view); given a ready ``view``
+(an offline inventory, a test fleet) it serves that. gpuclaim.serving runs it (sites, TLS, shutdown, /metrics).
 """
 
 from __future__ import annotations
@@ -10,16 +12,16 @@ import asyncio
 import contextlib
 import gc
 import logging
-import signal
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
-from prometheus_client.aiohttp import make_aiohttp_handler
 
-from gpuclaim.dra.config import Config, ExtenderConfig, split_listen
+from gpuclaim.certs.files import CertReloader
+from gpuclaim.dra.config import Config
+from gpuclaim.serving import metrics as serving_metrics
+from gpuclaim.serving import run as serving
 
 from . import handlers, keys
 from .metrics import ExtenderMetrics
@@ -36,13 +38,32 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
-def create_app(*, config: ExtenderConfig, view: ClusterView, registry: CollectorRegistry,
-               readiness: Readiness | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+def create_app(config: Config, *, api: Any = None, view: ClusterView | None = None,
+               registry: CollectorRegistry | None = None, readiness: Readiness | None = None,
+               reloader: CertReloader | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+    """The extender app. `api`: a kube ApiConfig to watch the cluster with (the app starts and stops the cache and
+    the warm-up task); else `view` is the cluster view to answer from. `reloader`: the serving certificate's."""
+    if (api is None) == (view is None):
+        raise ValueError("create_app: give exactly one of api (watch the cluster) or view (a ready view)")
     app = web.Application(client_max_size=max_body_bytes)
-    app[keys.CONFIG] = config
+    registry = registry if registry is not None else CollectorRegistry()
+    serving.install(app, timeouts=config.extender.timeouts)
+    serving_metrics.register_server_metrics(registry, component="extender",
+                                            cert_expiry=reloader.expiry_timestamp if reloader else None)
+    readiness = readiness or Readiness()
+    if api is not None:
+        view = _watch_cluster(app, config, api, registry, readiness)
+    assert view is not None
+    if reloader is not None:
+        readiness.add("certificate", lambda: (reloader.loaded, "loaded" if reloader.loaded else "not loaded"))
+        app.cleanup_ctx.append(reloader.cleanup_ctx)
+    readiness.add("shutdown", lambda: (False, "stopping: finishing in-flight requests") if serving.stopping(app)
+                  else (True, "serving"))
+    app[keys.CONFIG] = config.extender
     app[keys.VIEW] = view
     app[keys.METRICS] = ExtenderMetrics(registry)
-    app[keys.READINESS] = readiness or Readiness()
+    app[keys.READINESS] = readiness
+    app[keys.REGISTRY] = registry
     app.router.add_post("/prioritize", handlers.prioritize)
     app.router.add_post("/filter", handlers.filter_nodes)
     app.router.add_get("/healthz", handlers.healthz)
@@ -50,54 +71,21 @@ def create_app(*, config: ExtenderConfig, view: ClusterView, registry: Collector
     return app
 
 
-def create_metrics_app(registry: CollectorRegistry) -> web.Application:
-    app = web.Application()
-    app.router.add_get("/metrics", make_aiohttp_handler(registry))
-    return app
-
-
-async def _keep_warm(cache: ClusterCacheLike, view: LiveViewLike) -> None:
-    """After the first sync and after every cluster-wide invalidation, rebuild all node states ahead of time."""
-    from gpuclaim.dra import cel
-
-    await cache.wait_synced(None)
-    cel.compile_selector("device.driver == ''", mode="stored")  # builds the CEL parser (about a second) now
-    while True:
-        if view.needs_warm:
-            started = asyncio.get_running_loop().time()
-            built = await view.prewarm()
-            # the cluster view is long-lived: keep the cycle collector from rescanning it (pauses of 10+ ms)
-            gc.freeze()
-            log.info("built %d node states in %.2fs", built, asyncio.get_running_loop().time() - started)
-        await asyncio.sleep(1.0)
-
-
-async def run(config: Config, *, listen: str, metrics_listen: str, kubeconfig: str | None,
-              tls_cert: Path | None, tls_key: Path | None) -> None:
-    """Serve until SIGTERM/SIGINT. Raises KubeConfigError / OSError / ssl errors at start, before serving."""
-    from gpuclaim.certs.files import reloading_server_context
-    from gpuclaim.kube import config as kube_config
-    from gpuclaim.kube.cache import ClusterCache
+def _watch_cluster(app: web.Application, config: Config, api: Any, registry: CollectorRegistry,
+                   readiness: Readiness) -> ClusterView:
+    """The live view over a cluster cache; the cache and the warm-up run while the app runs."""
+    from gpuclaim.kube.cache import ClusterCache  # the kubernetes client costs import time: only with a cluster
     from gpuclaim.kube.client import KubeClient
 
     from .view import LiveView, extender_specs
 
-    ext = config.extender
-    api = kube_config.load(kubeconfig)
-    registry = CollectorRegistry()
     client = KubeClient(api, timeout=config.cluster.api_timeout_seconds)
     cache = ClusterCache(client, registry=registry, specs=extender_specs(config),
                          backoff_initial=config.cluster.backoff.initial_seconds,
                          backoff_cap=config.cluster.backoff.cap_seconds)  # fmt: skip
     view = LiveView(cache, config)
-    readiness = Readiness([("cluster", view.ready),
-                           ("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))])
-    reloader = None
-    if tls_cert is not None and tls_key is not None:
-        reloader = reloading_server_context(cert_file=tls_cert, key_file=tls_key, min_version=ext.tls.min_version,
-                                            interval=config.certs.reload_interval_seconds)  # fmt: skip
-        readiness.add("certificate", lambda: (reloader.loaded, "loaded" if reloader.loaded else "not loaded"))
-    app = create_app(config=ext, view=view, registry=registry, readiness=readiness)
+    readiness.add("cluster", view.ready)
+    readiness.add("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))
 
     async def cache_ctx(_app: web.Application) -> AsyncIterator[None]:
         await cache.start()
@@ -118,25 +106,20 @@ async def run(config: Config, *, listen: str, metrics_listen: str, kubeconfig: s
 
     app.cleanup_ctx.append(cache_ctx)
     app.cleanup_ctx.append(warm_ctx)
-    if reloader is not None:
-        app.cleanup_ctx.append(reloader.cleanup_ctx)
-    # no access log: a line per scheduler call costs more than answering a pod without claims
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
-    metrics_runner = web.AppRunner(create_metrics_app(registry), handle_signals=False, access_log=None)
-    await runner.setup()
-    await metrics_runner.setup()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    try:
-        host, port = split_listen(listen)
-        await web.TCPSite(runner, host, port, ssl_context=reloader.context if reloader else None).start()
-        mhost, mport = split_listen(metrics_listen)
-        await web.TCPSite(metrics_runner, mhost, mport).start()
-        log.info("extender serving %s on %s, metrics on %s", "https" if reloader else "http", listen, metrics_listen)
-        await stop.wait()
-    finally:
-        await runner.cleanup()
-        await metrics_runner.cleanup()
+    return view
+
+
+async def _keep_warm(cache: ClusterCacheLike, view: LiveViewLike) -> None:
+    """After the first sync and after every cluster-wide invalidation, rebuild all node states ahead of time."""
+    from gpuclaim.dra import cel
+
+    await cache.wait_synced(None)
+    cel.compile_selector("device.driver == ''", mode="stored")  # builds the CEL parser (about a second) now
+    while True:
+        if view.needs_warm:
+            started = asyncio.get_running_loop().time()
+            built = await view.prewarm()
+            # the cluster view is long-lived: keep the cycle collector from rescanning it (pauses of 10+ ms)
+            gc.freeze()
+            log.info("built %d node states in %.2fs", built, asyncio.get_running_loop().time() - started)
+        await asyncio.sleep(1.0)

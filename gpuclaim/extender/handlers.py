@@ -13,6 +13,8 @@ import time
 
 from aiohttp import web
 
+from gpuclaim.serving import connections
+
 from . import keys, predict, wire
 from .score import NodeVerdict
 
@@ -21,8 +23,10 @@ JSON = "application/json"
 
 
 async def _body(request: web.Request) -> bytes:
+    """The body within the connection bounds: a body that does not arrive in time is answered 408 with the
+    connection closed (gpuclaim.serving.connections), the one answer that is not a 200."""
     try:
-        return await request.read()
+        return await connections.read_body(request)
     except web.HTTPRequestEntityTooLarge:
         raise wire.WireError(f"request body over the limit of {request.client_max_size} bytes") from None
 
@@ -63,6 +67,8 @@ async def prioritize(request: web.Request) -> web.Response:
         result = "error"
         log.warning("prioritize: %s", exc)
         body = wire.encode_equal_priorities(names) if names else wire.encode_error_priorities()
+    except web.HTTPException:
+        raise  # the body read deadline (408)
     except Exception:
         result = "error"
         log.exception("prioritize failed")
@@ -106,6 +112,8 @@ async def filter_nodes(request: web.Request) -> web.Response:
     except (wire.WireError, predict.PodError) as exc:
         result = "error"
         body = wire.encode_filter_result(args=None, error=f"gpuclaim extender: {exc}")
+    except web.HTTPException:
+        raise  # the body read deadline (408)
     except Exception as exc:
         result = "error"
         log.exception("filter failed")

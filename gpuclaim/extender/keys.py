@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from gpuclaim.dra.config import ExtenderConfig
 
@@ -14,3 +15,4 @@ CONFIG = web.AppKey("gpuclaim.extender.config", ExtenderConfig)
 VIEW = web.AppKey("gpuclaim.extender.view", ClusterView)
 METRICS = web.AppKey("gpuclaim.extender.metrics", ExtenderMetrics)
 READINESS = web.AppKey("gpuclaim.extender.readiness", Readiness)
+REGISTRY = web.AppKey("gpuclaim.extender.registry", CollectorRegistry)

@@ -1,5 +1,5 @@
-"""The webhook's aiohttp apps and how they run: `create_app` (TLS: /mutate, /validate, /healthz, /readyz),
-`create_metrics_app` (plain HTTP: /metrics) and `serve` (both sites, SIGTERM, grace period).
+"""The webhook's aiohttp app: `create_app` (TLS: /mutate, /validate, /healthz, /readyz). gpuclaim.serving serves
+it (both sites, SIGTERM, grace period, connection bounds, the /metrics app), as it serves the extender.
 
 `create_app` is the only place that wires routes and resources; tests and production use it alike. Every
 resource with a lifetime is a single-yield `cleanup_ctx`: the certificate reloader's poll task and the cluster
@@ -12,29 +12,21 @@ import asyncio
 import contextlib
 import gc
 import logging
-import signal
 import ssl
-from collections.abc import AsyncIterator, Callable
-from importlib import metadata
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
-from prometheus_client.aiohttp import make_aiohttp_handler
 
 from gpuclaim.certs.files import CertReloader
-from gpuclaim.dra.config import Config, split_listen
+from gpuclaim.dra.config import Config
+from gpuclaim.serving import metrics as serving_metrics
+from gpuclaim.serving import run as serving
 from gpuclaim.webhook import admit, handlers, keys
 from gpuclaim.webhook.metrics import WebhookMetrics
 
 log = logging.getLogger("gpuclaim.webhook")
-
-
-def _version() -> str:
-    try:
-        return metadata.version("gpuclaim")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 async def _freeze_when_synced(cache: Any) -> None:
@@ -120,9 +112,11 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
     # the body limit is the app's: aiohttp answers a larger body with 413 before we parse anything
     app = web.Application(client_max_size=config.webhook.max_body_bytes, middlewares=[handlers.guard])
     registry = registry if registry is not None else CollectorRegistry()
-    metrics = WebhookMetrics(registry, version=_version())
+    metrics = WebhookMetrics(registry)
+    serving_metrics.register_server_metrics(registry, component="webhook",
+                                            cert_expiry=reloader.expiry_timestamp if reloader else None)
+    serving.install(app, timeouts=config.webhook.timeouts)
     if reloader is not None:
-        metrics.watch_cert_expiry(reloader.expiry_timestamp)
         app.cleanup_ctx.append(reloader.cleanup_ctx)
         if config.webhook.client_auth.ca_file:
             # optional, not required at the handshake: kubelet's HTTPS probes carry no certificate; the
@@ -145,75 +139,3 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     return app
-
-
-def create_metrics_app(registry: CollectorRegistry) -> web.Application:
-    app = web.Application()
-    app.router.add_get("/metrics", make_aiohttp_handler(registry))
-    return app
-
-
-async def serve(app: web.Application, *, listen: str, metrics_listen: str | None, grace_period: float,
-                on_started: Callable[[list[str]], None] | None = None,
-                stop: asyncio.Event | None = None) -> None:
-    """Run until SIGTERM/SIGINT (or `stop`): then stop accepting, let in-flight requests finish within
-    `grace_period` seconds, cancel what is left, close idle keep-alive connections, run the cleanup contexts."""
-    reloader = app[keys.RELOADER]
-    ssl_context = reloader.context if reloader is not None else None
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on the main thread / platform
-            loop.add_signal_handler(sig, stop.set)
-    # aiohttp's own shutdown waits up to its timeout twice (for the handler, then after cancelling the request);
-    # the grace period is kept here instead, so the process exits within it
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=0.25)
-    metrics_runner = None
-    await runner.setup()
-    try:
-        host, port = split_listen(listen)
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, backlog=1024)
-        await site.start()
-        urls = [_bound(site, "https" if ssl_context else "http")]
-        if metrics_listen is not None:
-            metrics_runner = web.AppRunner(create_metrics_app(app[keys.REGISTRY]), handle_signals=False,
-                                           access_log=None, shutdown_timeout=1.0)
-            await metrics_runner.setup()
-            m_host, m_port = split_listen(metrics_listen)
-            metrics_site = web.TCPSite(metrics_runner, m_host, m_port)
-            await metrics_site.start()
-            urls.append(_bound(metrics_site, "http"))
-        gc.freeze()  # start-up objects (modules, CEL grammar, config) live as long as the process; see above
-        log.info("serving", extra={"urls": urls})
-        if on_started is not None:
-            on_started(urls)
-        await stop.wait()
-        log.info("stopping: no new connections, in-flight requests get the grace period",
-                 extra={"grace_period_s": grace_period})
-        state = app[keys.STATE]
-        state.stopping = True
-        for running_site in list(runner.sites):
-            await running_site.stop()  # no new connections; open ones finish their request
-        pending = set(state.in_flight)
-        if pending:
-            _done, pending = await asyncio.wait(pending, timeout=grace_period)
-        for task in pending:
-            log.warning("cancelling a request still running at the end of the grace period")
-            task.cancel()
-    finally:
-        # AppRunner.cleanup: stop the sites, close idle keep-alive connections, wait up to shutdown_timeout
-        # for running handlers, cancel the rest, then the cleanup contexts (reloader, cluster view)
-        await runner.cleanup()
-        if metrics_runner is not None:
-            await metrics_runner.cleanup()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
-    log.info("stopped")
-
-
-def _bound(site: web.TCPSite, scheme: str) -> str:
-    server = site._server  # aiohttp exposes the bound port only here (port 0 = pick one)
-    assert server is not None and isinstance(server, asyncio.Server) and server.sockets
-    host, port = server.sockets[0].getsockname()[:2]
-    return f"{scheme}://{host}:{port}"

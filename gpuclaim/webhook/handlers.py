@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -11,6 +10,8 @@ from typing import Any
 from aiohttp import hdrs, http_exceptions, web
 from aiohttp.web_protocol import RequestPayloadError
 
+from gpuclaim.serving import connections
+from gpuclaim.serving import run as serving
 from gpuclaim.webhook import admit, keys, review
 
 log = logging.getLogger("gpuclaim.webhook")
@@ -54,7 +55,7 @@ async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Respons
     if raw_type and raw_type != _JSON and request.content_type != _JSON:
         return _error(request, endpoint, 415, f"Content-Type {request.content_type!r}: expected {_JSON}", started)
     try:
-        body = await request.read()
+        body = await connections.read_body(request)
     except web.HTTPRequestEntityTooLarge:
         limit = app[keys.STATE].context.config.webhook.max_body_bytes
         return _error(request, endpoint, 413, f"request body larger than the limit of {limit} bytes "
@@ -102,12 +103,8 @@ def _log(decoded: review.Request, response: review.Response, record: admit.Recor
 
 @web.middleware
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Track in-flight requests (for the grace period) and turn a bug in the HTTP glue into a 500 that still
-    carries a Status body, instead of aiohttp's bare 500."""
-    state = request.app[keys.STATE]
-    task = asyncio.current_task()
-    if task is not None:
-        state.in_flight.add(task)
+    """Turn a bug in the HTTP glue into a 500 that still carries a Status body, instead of aiohttp's bare 500.
+    (In-flight tracking for the grace period is gpuclaim.serving's middleware, outside this one.)"""
     try:
         return await handler(request)
     except web.HTTPException:
@@ -116,9 +113,6 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         log.exception("unexpected error answering a request", extra={"path": request.path})
         body = review.bad_request_body(500, f"internal error in the gpuclaim webhook ({type(exc).__name__})")
         return web.Response(status=500, body=body, content_type=_JSON)
-    finally:
-        if task is not None:
-            state.in_flight.discard(task)
 
 
 async def mutate(request: web.Request) -> web.Response:
@@ -158,7 +152,7 @@ def readiness(app: web.Application) -> tuple[bool, dict[str, tuple[bool, str]]]:
             checks["cluster"] = (False, f"stale: nothing heard for over {max_age:g}s about " + ", ".join(stale))
         else:
             checks["cluster"] = (True, "synced")
-    if state.stopping:
+    if serving.stopping(app):
         checks["shutdown"] = (False, "stopping: finishing in-flight requests")
     return all(ok for ok, _ in checks.values()), checks
 

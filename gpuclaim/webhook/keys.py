@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -29,13 +28,11 @@ NAMESPACE = web.AppKey("gpuclaim.webhook.namespace", str | None)  # type: ignore
 
 @dataclass(slots=True)
 class State:
-    """The app's mutable part, owned by the app: what checks see (the cluster view arrives at startup) and
-    whether SIGTERM came (/readyz then answers 503 while in-flight requests finish)."""
+    """The app's mutable part, owned by the app: what checks see (the cluster view arrives at startup).
+    Whether shutdown began and what is in flight is gpuclaim.serving's (`serving.run.LIFECYCLE`)."""
 
     context: Context
-    stopping: bool = False
     gc: Any = None  # the garbage collector (kube.garbage.GarbageCollector) while it runs
-    in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
 STATE = web.AppKey("gpuclaim.webhook.state", State)

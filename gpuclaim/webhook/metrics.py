@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Info
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -86,23 +86,16 @@ def _single(name: str, doc: str, value: int, created: float) -> Metric:
 
 
 class WebhookMetrics:
-    def __init__(self, registry: CollectorRegistry, *, version: str = "unknown") -> None:
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self._counts = _AdmissionCollector()
         registry.register(self._counts)
         self.bad_requests = Counter("gpuclaim_webhook_bad_requests_total",
                                     "Requests answered with an HTTP 4xx (not an AdmissionReview, too large, ...)",
                                     ["endpoint", "code"], registry=registry)
-        self.cert_expiry = Gauge("gpuclaim_certs_expiry_timestamp_seconds",
-                                 "notAfter of the serving certificate, Unix seconds (0 before it is loaded)",
-                                 registry=registry)
-        Info("gpuclaim_build", "gpuclaim build", registry=registry).info({"version": version, "component": "webhook"})
         for endpoint in ENDPOINTS:
             for code in ("400", "413", "415"):
                 self.bad_requests.labels(endpoint, code)
-
-    def watch_cert_expiry(self, expiry: Callable[[], float]) -> None:
-        self.cert_expiry.set_function(expiry)
 
     def observe(self, record: admit.Record, seconds: float) -> None:
         counts = self._counts

@@ -18,10 +18,12 @@ from gpuclaim.extender import app as extender_app
 from gpuclaim.extender.offline import OfflineView
 from gpuclaim.extender.predict import NodeState
 from gpuclaim.extender.readiness import Readiness
+from gpuclaim.serving.metrics import create_metrics_app
 
 from . import fleet
 
-CONFIG = load_config({}).extender
+FULL_CONFIG = load_config({})
+CONFIG = FULL_CONFIG.extender
 
 
 class Untouchable:
@@ -52,7 +54,7 @@ def _fleet() -> OfflineView:
 
 async def _client(aiohttp_client: Any, view: Any, registry: CollectorRegistry | None = None,
                   readiness: Readiness | None = None) -> TestClient:  # type: ignore[type-arg]
-    app = extender_app.create_app(config=CONFIG, view=view, registry=registry or CollectorRegistry(),
+    app = extender_app.create_app(FULL_CONFIG, view=view, registry=registry or CollectorRegistry(),
                                   readiness=readiness)
     return await aiohttp_client(app)  # type: ignore[no-any-return]
 
@@ -174,7 +176,7 @@ async def test_metrics_are_served_on_their_own_app(aiohttp_client: Any) -> None:
     registry = CollectorRegistry()
     client = await _client(aiohttp_client, _fleet(), registry)
     await client.post("/prioritize", data=_args(fleet.pod("two"), ["a", "b"]))
-    metrics = await aiohttp_client(extender_app.create_metrics_app(registry))
+    metrics = await aiohttp_client(create_metrics_app(registry))
     text = await (await metrics.get("/metrics")).text()
     assert 'gpuclaim_extender_requests_total{result="ok",verb="prioritize"} 1.0' in text
     assert 'gpuclaim_extender_request_nodes_bucket{le="10.0",verb="prioritize"} 1.0' in text
@@ -198,7 +200,7 @@ async def test_repeated_calls_reuse_the_cached_verdicts(aiohttp_client: Any) -> 
 
 
 async def test_a_body_over_the_limit_is_still_answered_200_with_the_error(aiohttp_client: Any) -> None:
-    app = extender_app.create_app(config=CONFIG, view=_fleet(), registry=CollectorRegistry(), max_body_bytes=4096)
+    app = extender_app.create_app(FULL_CONFIG, view=_fleet(), registry=CollectorRegistry(), max_body_bytes=4096)
     client = await aiohttp_client(app)
     names = [f"node-{i:04d}" for i in range(400)]
     body = _args(fleet.pod("two"), names)

@@ -22,7 +22,7 @@ from gpuclaim.double import tls as selfsigned
 from gpuclaim.dra.config import Config, load_config
 from gpuclaim.dra.fieldpath import FieldError
 from gpuclaim.dra.fieldpath import Path as FieldPath
-from gpuclaim.webhook import admit, app, keys, review
+from gpuclaim.webhook import admit, keys, review
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "admission"
 
@@ -110,7 +110,7 @@ async def start(app_: web.Application) -> tuple[web.AppRunner, str]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=reloader.context if reloader else None)
     await site.start()
-    return runner, app._bound(site, "https")
+    return runner, f"https://127.0.0.1:{site.port}"
 
 
 def make_config(**webhook: Any) -> Config:

@@ -1,5 +1,5 @@
 """A webhook process for the shutdown tests: `python slow_server.py CERT KEY GRACE`, the stand-in checks
-(`slow-<seconds>-*` pods sleep), `webhook.app.serve` with its SIGTERM handling; prints its URL when serving."""
+(`slow-<seconds>-*` pods sleep), `gpuclaim.serving.run.serve` with its SIGTERM handling; prints its URL when serving."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 from server_helpers import StandInChecks, make_config
 
 from gpuclaim.certs.files import reloading_server_context
-from gpuclaim.webhook import app
+from gpuclaim.serving import run as serving
+from gpuclaim.webhook import app, keys
 
 
 def main() -> int:
@@ -21,8 +22,9 @@ def main() -> int:
     def started(urls: list[str]) -> None:
         print(urls[0], flush=True)
 
-    asyncio.run(app.serve(application, listen="127.0.0.1:0", metrics_listen=None, grace_period=grace,
-                          on_started=started))
+    asyncio.run(serving.serve(application, listen="127.0.0.1:0", metrics_listen=None,
+                              registry=application[keys.REGISTRY], ssl_context=reloader.context, grace_period=grace,
+                              on_started=started))
     print("exited", flush=True)
     return 0
 

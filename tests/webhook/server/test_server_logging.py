@@ -11,7 +11,7 @@ import orjson
 import pytest
 from server_helpers import Server, pod_review
 
-from gpuclaim.webhook import logging as wlogging
+from gpuclaim.serving import logs as wlogging
 
 SECRET = "s3cr3t-value-from-env"
 

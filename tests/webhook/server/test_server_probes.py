@@ -13,6 +13,8 @@ from server_helpers import Server, StandInChecks, client_ssl, make_config, pod_r
 from gpuclaim.double import tls as selfsigned
 from gpuclaim.double.apiserver import Settings, Store, serve
 from gpuclaim.kube import config as kube_config
+from gpuclaim.serving import run as serving
+from gpuclaim.serving.metrics import create_metrics_app
 from gpuclaim.webhook import app, keys
 
 
@@ -27,7 +29,7 @@ async def test_readyz_without_a_cluster_is_ready_and_says_the_cluster_view_is_ab
 
 
 async def test_readyz_turns_503_when_shutdown_begins(server: Server) -> None:
-    server.app[keys.STATE].stopping = True
+    server.app[serving.LIFECYCLE].stopping = True
     status, text = await server.get("/readyz")
     assert status == 503 and "[-] shutdown: stopping" in text
 
@@ -78,12 +80,12 @@ async def test_readyz_reports_an_unreachable_cluster_as_not_synced(
 async def test_metrics_are_served_on_the_plain_http_port_with_the_documented_names(server: Server) -> None:
     await server.post("/mutate", pod_review(gpus=1))
     await server.post("/validate", pod_review(name="deny-x"))
-    metrics_runner = web.AppRunner(app.create_metrics_app(server.app[keys.REGISTRY]), handle_signals=False)
+    metrics_runner = web.AppRunner(create_metrics_app(server.app[keys.REGISTRY]), handle_signals=False)
     await metrics_runner.setup()
     site = web.TCPSite(metrics_runner, "127.0.0.1", 0)
     await site.start()
     try:
-        async with aiohttp.ClientSession() as session, session.get(app._bound(site, "http") + "/metrics") as r:
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{site.port}/metrics") as r:
             text = await r.text()
     finally:
         await metrics_runner.cleanup()

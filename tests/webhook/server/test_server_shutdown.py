@@ -22,7 +22,7 @@ HERE = Path(__file__).parent
 
 async def test_sigterm_finishes_in_flight_requests_and_exits_within_the_grace_period(
         tls_files: selfsigned.TlsFiles) -> None:
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(HERE), os.environ.get("PYTHONPATH"))))}
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(HERE / "slow_server.py"), str(tls_files.cert_path), str(tls_files.key_path), "2.0",
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
