@@ -306,15 +306,8 @@ class ClusterConfig:
 
 @dataclass(frozen=True, slots=True)
 class CertsConfig:
-    secret_name: str = field(default="gpuclaim-tls", metadata=_meta(_subdomain))
-    service_name: str = field(default="gpuclaim-webhook", metadata=_meta(_subdomain))
-    webhook_selector: str = "app.kubernetes.io/name=gpuclaim"
-    key_type: Literal["ecdsa-p256", "rsa-2048", "rsa-3072"] = "ecdsa-p256"
-    ca_validity_days: int = field(default=3650, metadata=_meta(_positive))
-    ca_renew_before_days: int = field(default=365, metadata=_meta(_positive))
-    ca_overlap_days: int = field(default=30, metadata=_meta(_positive))
-    serving_validity_days: int = field(default=365, metadata=_meta(_positive))
-    serving_renew_before_days: int = field(default=30, metadata=_meta(_positive))
+    """What the servers read of their certificate. `gpuclaim certs` (issuing, rotation) takes flags only."""
+
     reload_interval_seconds: float = field(default=10.0, metadata=_meta(_positive))
 
 
@@ -408,13 +401,6 @@ def _is_dataclass_type(tp: object) -> TypeGuard[type]:
 
 
 def _cross_checks(config: Config, issues: list[ConfigIssue]) -> None:
-    certs = config.certs
-    if certs.ca_overlap_days >= certs.ca_renew_before_days:
-        issues.append(ConfigIssue("certs.caOverlapDays", "must be shorter than certs.caRenewBeforeDays"))
-    if certs.ca_renew_before_days >= certs.ca_validity_days:
-        issues.append(ConfigIssue("certs.caRenewBeforeDays", "must be shorter than certs.caValidityDays"))
-    if certs.serving_renew_before_days >= certs.serving_validity_days:
-        issues.append(ConfigIssue("certs.servingRenewBeforeDays", "must be shorter than certs.servingValidityDays"))
     for section in ("webhook", "extender"):
         tls: TlsConfig = getattr(config, section).tls
         if (tls.cert_file is None) != (tls.key_file is None):

@@ -82,7 +82,8 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
     client = KubeClient(api, timeout=config.cluster.api_timeout_seconds)
     cache = ClusterCache(client, registry=registry, specs=extender_specs(config),
                          backoff_initial=config.cluster.backoff.initial_seconds,
-                         backoff_cap=config.cluster.backoff.cap_seconds)  # fmt: skip
+                         backoff_cap=config.cluster.backoff.cap_seconds, backoff_factor=config.cluster.backoff.factor,
+                         backoff_jitter=config.cluster.backoff.jitter)  # fmt: skip
     view = LiveView(cache, config)
     readiness.add("cluster", view.ready)
     readiness.add("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))

@@ -69,7 +69,8 @@ def default_specs(template_selector: str | None = None) -> tuple[WatchSpec, ...]
 class ClusterCache:
     def __init__(self, client: KubeClient, *, registry: CollectorRegistry, rng: random.Random | None = None,
                  silence_timeout: float = 90.0, watch_timeout: float = 300.0, backoff_initial: float = 0.5,
-                 backoff_cap: float = 30.0, specs: tuple[WatchSpec, ...] | None = None,
+                 backoff_cap: float = 30.0, backoff_factor: float = 2.0, backoff_jitter: float = 0.5,
+                 specs: tuple[WatchSpec, ...] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.clock = clock
@@ -90,7 +91,8 @@ class ClusterCache:
         for spec in self.specs:
             self.reflectors[spec.kind] = Reflector(
                 client, spec, self._sink(spec.kind, handlers.get(spec.kind)),
-                backoff=Backoff(initial=backoff_initial, cap=backoff_cap, rng=random.Random(rng.getrandbits(64))),
+                backoff=Backoff(initial=backoff_initial, cap=backoff_cap, factor=backoff_factor, jitter=backoff_jitter,
+                                rng=random.Random(rng.getrandbits(64))),
                 metrics=self.metrics, silence_timeout=silence_timeout, watch_timeout=watch_timeout, clock=clock,
                 interner=interner)
 

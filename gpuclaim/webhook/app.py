@@ -49,8 +49,9 @@ async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
     state = app[keys.STATE]
     config = state.context.config
     client = KubeClient(api, timeout=config.cluster.api_timeout_seconds)
-    cache = ClusterCache(client, registry=app[keys.REGISTRY], backoff_initial=config.cluster.backoff.initial_seconds,
-                         backoff_cap=config.cluster.backoff.cap_seconds)
+    backoff = config.cluster.backoff
+    cache = ClusterCache(client, registry=app[keys.REGISTRY], backoff_initial=backoff.initial_seconds,
+                         backoff_cap=backoff.cap_seconds, backoff_factor=backoff.factor, backoff_jitter=backoff.jitter)
     await cache.start()
     state.context = admit.Context(config=config, cluster=cache, client=client)
     freezer = asyncio.create_task(_freeze_when_synced(cache), name="gpuclaim-webhook-gc-freeze")

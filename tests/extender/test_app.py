@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from gpuclaim.dra.api import DeviceClass
 from gpuclaim.dra.config import load_config
 from gpuclaim.extender import app as extender_app
+from gpuclaim.extender import keys as extender_keys
 from gpuclaim.extender.offline import OfflineView
 from gpuclaim.extender.predict import NodeState
 from gpuclaim.extender.readiness import Readiness
@@ -211,3 +212,17 @@ async def test_a_body_over_the_limit_is_still_answered_200_with_the_error(aiohtt
     assert resp.status == 200 and await resp.json() == []
     small = _args(fleet.pod("two"), ["a", "b"])
     assert len(small) < 4096 and (await client.post("/prioritize", data=small)).status == 200
+
+
+async def test_the_cluster_backoff_of_the_config_file_reaches_every_watch() -> None:
+    from gpuclaim.kube.config import ApiConfig
+
+    config = load_config({"cluster": {"backoff": {"initialSeconds": 1, "capSeconds": 100, "factor": 3,
+                                                   "jitter": 0}}})
+    app = extender_app.create_app(config, api=ApiConfig(server="https://127.0.0.1:9"))
+    view = app[extender_keys.VIEW]
+    reflectors = view.cache.reflectors  # type: ignore[attr-defined]
+    assert reflectors
+    for reflector in reflectors.values():
+        assert [reflector.backoff.next() for _ in range(4)] == [1.0, 3.0, 9.0, 27.0]
+    await view.cache.client.close()  # type: ignore[attr-defined]
