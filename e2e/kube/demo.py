@@ -108,7 +108,7 @@ def wait_bound(api: Api, pod: Obj, timeout: float = BIND_TIMEOUT) -> Obj:
 
 
 def run(api: Api, config_path: Path) -> Obj:
-    from gpuclaim.commands._serve import load_config_file
+    from gpuclaim.commands._config import load_config_file
 
     config = load_config_file(config_path).extender
     version = api.get("/version")

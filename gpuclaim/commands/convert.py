@@ -21,9 +21,10 @@ from typing import Any
 import orjson
 import yaml
 
+from gpuclaim.commands._config import load_config_file
 from gpuclaim.dra.api import DeviceClass, parse_device_class
 from gpuclaim.dra.api.documents import flatten_documents
-from gpuclaim.dra.config import Config, ConfigError, load_config
+from gpuclaim.dra.config import Config
 from gpuclaim.dra.fieldpath import join_errors
 from gpuclaim.exitstatus import ExitStatus, UsageError
 from gpuclaim.webhook.convert import convert_object
@@ -50,18 +51,7 @@ def _read_documents(source: str) -> list[Any]:
 
 
 def _config(path: Path | None, with_classes: bool) -> Config:
-    data = None
-    if path is not None:
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise UsageError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
-    try:
-        config = load_config(data)
-    except ConfigError as exc:
-        raise UsageError(f"{path}: {exc}") from None
+    config = load_config_file(path)
     if not with_classes:
         config = dataclasses.replace(
             config, conversion=dataclasses.replace(config.conversion, require_classes_exist=False))

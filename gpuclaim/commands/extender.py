@@ -14,7 +14,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from gpuclaim.commands._serve import add_server_arguments, load_config_file
+from gpuclaim.commands._config import load_config_file
+from gpuclaim.commands._serve import add_server_arguments
 from gpuclaim.exitstatus import ExitStatus, UsageError
 
 

@@ -29,8 +29,9 @@ from typing import Any
 import orjson
 import yaml
 
+from gpuclaim.commands._config import load_config_file
 from gpuclaim.dra import api
-from gpuclaim.dra.config import Config, ConfigError, load_config
+from gpuclaim.dra.config import Config
 from gpuclaim.exitstatus import ExitStatus, UsageError
 from gpuclaim.webhook.validate import OfflineInventory, validate_manifest
 from gpuclaim.webhook.validate.structure import to_v1
@@ -76,19 +77,6 @@ def _kind(obj: object) -> str:
 def _name(obj: object) -> str:
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     return str(meta.get("name") or meta.get("generateName") or "") if isinstance(meta, Mapping) else ""
-
-
-def _load_config(path: Path | None) -> Config:
-    if path is None:
-        return Config()
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read config {path}: {' '.join(str(exc).split())}") from None
-    try:
-        return load_config(data if isinstance(data, Mapping) else None)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _inventory(docs: list[_Doc], slice_docs: list[_Doc], namespace_docs: list[_Doc] | None) -> OfflineInventory:
@@ -179,7 +167,7 @@ def _text(finding: Mapping[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = _load_config(args.config)
+    config = load_config_file(args.config)
     docs = [d for path in args.files for d in _read(path)]
     slice_docs = [d for path in args.slices for d in _read(path)]
     namespace_docs = None if args.namespaces is None else _read(args.namespaces)

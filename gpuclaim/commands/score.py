@@ -71,7 +71,7 @@ def rows(pod: Mapping[str, Any], view: Any, config: Any) -> list[dict[str, Any]]
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuclaim.commands._serve import load_config_file
+    from gpuclaim.commands._config import load_config_file
     from gpuclaim.extender.offline import InventoryError, OfflineView
 
     config = load_config_file(args.config).extender

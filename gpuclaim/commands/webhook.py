@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gpuclaim.commands._serve import add_server_arguments, read_config_file
+from gpuclaim.commands._config import load_config_file
+from gpuclaim.commands._serve import add_server_arguments
 from gpuclaim.exitstatus import ExitStatus, UsageError
 
 # config key path -> the flag that set it, so an error names what the user typed
@@ -27,9 +28,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from gpuclaim.dra.config import ConfigError, load_config
+    return load_config_file(args.config, overrides=lambda data: _with_flags(args, data), flags=_FLAGS)
 
-    data: dict[str, Any] = (read_config_file(args.config) or {}) if args.config is not None else {}
+
+def _with_flags(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
     section = data.get("webhook") or {}
     if isinstance(section, dict):  # anything else is left for the loader to report with its path
         section = dict(section)
@@ -46,11 +48,7 @@ def _load(args: argparse.Namespace) -> Any:
                 tls["keyFile"] = str(args.tls_key)
             section["tls"] = tls
         data = {**data, "webhook": section}
-    try:
-        return load_config(data)
-    except ConfigError as exc:
-        issues = [f"{_FLAGS[i.path]}: {i.message}" if i.path in _FLAGS else str(i) for i in exc.issues]
-        raise UsageError("; ".join(issues)) from None
+    return data
 
 
 def _kube_config(args: argparse.Namespace) -> Any:

@@ -23,7 +23,7 @@ from realkube_cluster import Kube, cpu_pod, down, gpu_pod, up
 
 from e2e.kube import demo
 from e2e.kube.api import collection
-from gpuclaim.commands._serve import load_config_file
+from gpuclaim.commands._config import load_config_file
 
 NODES = 20
 
