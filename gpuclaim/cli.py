@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 from collections.abc import Sequence
 
@@ -27,15 +26,10 @@ def _build_parser() -> tuple[_Parser, dict[str, object]]:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     modules: dict[str, object] = {}
     for name, cmd in COMMANDS.items():
-        available = importlib.util.find_spec(cmd.module) is not None
-        summary = cmd.summary if available else f"{cmd.summary} (not built yet: issue #{cmd.issue})"
-        sp = sub.add_parser(name, help=summary, description=summary)
-        if available:
-            module = importlib.import_module(cmd.module)
-            module.configure(sp)
-            modules[name] = module
-        else:
-            sp.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        sp = sub.add_parser(name, help=cmd.summary, description=cmd.summary)
+        module = importlib.import_module(cmd.module)
+        module.configure(sp)
+        modules[name] = module
     return parser, modules
 
 
@@ -45,11 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return ExitStatus.USAGE
-    module = modules.get(args.command)
-    if module is None:
-        cmd = COMMANDS[args.command]
-        print(f"gpuclaim {args.command}: not built yet (issue #{cmd.issue})", file=sys.stderr)
-        return ExitStatus.USAGE
+    module = modules[args.command]
     try:
         return int(module.run(args))  # type: ignore[attr-defined]
     except UsageError as exc:

@@ -138,9 +138,6 @@ class FieldError:
     def not_found(cls, path: Path, value: object, detail: str = "") -> FieldError:
         return cls(path, ErrorType.NOT_FOUND, value, detail)
 
-    @classmethod
-    def internal(cls, path: Path, detail: str) -> FieldError:
-        return cls(path, ErrorType.INTERNAL, _OMIT, detail)
 
 
 #: a denial message stays readable and small whatever the object (issue 14, finding 8: 5,000 bad containers

@@ -215,16 +215,6 @@ def decode(body: bytes) -> tuple[Request, list[FieldError]]:
     return parsed, errors
 
 
-def uid_of(body: bytes) -> str | None:
-    """The request uid if the body has one, for logging a review that failed to decode."""
-    try:
-        doc = orjson.loads(body)
-        uid = doc["request"]["uid"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        return None
-    return uid if isinstance(uid, str) else None
-
-
 def _clean_warning(text: str) -> str:
     # warnings travel as HTTP Warning headers to kubectl: no control characters, bounded length
     if not text.isprintable():

@@ -11,7 +11,6 @@ from gpuclaim.dra.fieldpath import FieldError, Path
 from . import names
 from ._read import EMPTY_MAP, Reader
 
-API_GROUP = "resource.k8s.io"
 API_VERSION = "resource.k8s.io/v1"
 OLD_API_VERSIONS = frozenset({"resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3"})
 ANNOTATIONS_MAX_TOTAL_BYTES = 256 * 1024

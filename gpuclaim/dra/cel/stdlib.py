@@ -457,7 +457,3 @@ def _go_quote(s: str) -> str:
             out.append(f"\\U{ord(ch):08x}")
     out.append('"')
     return "".join(out)
-
-
-def int64_range(v: int) -> int:
-    return v if INT64_MIN <= v <= INT64_MAX else fail("integer overflow")

@@ -103,10 +103,6 @@ def type_name(v: object) -> str:
 _NUMERIC = (int, UintType, float)
 
 
-def is_number(v: object) -> bool:
-    return type(v) in _NUMERIC
-
-
 def equals(a: object, b: object, *, top: bool = True) -> bool:
     """CEL ``==`` (``top``: the operator itself; inside lists and maps values compare without errors)."""
     ta, tb = type(a), type(b)

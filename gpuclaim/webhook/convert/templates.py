@@ -51,11 +51,3 @@ def shared_claim(claim_spec: dict[str, Any], namespace: str | None, group: str, 
     return {"apiVersion": API_VERSION, "kind": "ResourceClaim",
             "metadata": _metadata(shared_claim_name(group, claim_spec), namespace, {annotation: group}),
             "spec": claim_spec}
-
-
-def is_ours(pod_claim: Any) -> bool:
-    """A pod's `spec.resourceClaims` entry that gpuclaim wrote."""
-    if not isinstance(pod_claim, dict):
-        return False
-    name = pod_claim.get("resourceClaimTemplateName") or pod_claim.get("resourceClaimName") or ""
-    return isinstance(name, str) and name.startswith(PREFIX)
