@@ -43,7 +43,8 @@ BAD_FILES = {
     "a-bare-string": ("hello\n", "expected a mapping at the top level, got a string"),
     "not-yaml": ("a: [\n", "not YAML: "),
     "unknown-key": ("webhook: {lisen: ':1'}\n", "1 error: webhook.lisen: unknown key"),
-    "wrong-type": ("logging: {level: 3}\n", "1 error: logging.level: must be one of debug, info, warning, error, got int 3"),
+    "wrong-type": ("logging: {level: 3}\n",
+                   "1 error: logging.level: must be one of debug, info, warning, error, got int 3"),
 }
 
 

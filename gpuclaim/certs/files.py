@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric import rsa
+
 from gpuclaim.certs import context, material
 
 log = logging.getLogger("gpuclaim.certs")
@@ -143,7 +145,7 @@ def reloading_server_context(
 
 
 def _algorithm(pair: material.KeyPair) -> str:
-    return "RSA" if isinstance(pair.key, material.rsa.RSAPrivateKey) else "ECDSA"
+    return "RSA" if isinstance(pair.key, rsa.RSAPrivateKey) else "ECDSA"
 
 
 def _load_into(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:

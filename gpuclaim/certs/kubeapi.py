@@ -57,6 +57,7 @@ class KubeCertsApi:
         # a List's items carry no kind/apiVersion on the wire; an update body needs them
         return [{**item, "apiVersion": _ADMISSION, "kind": kind} for item in items if isinstance(item, dict)]
 
-    async def replace_webhook_configuration(self, kind: api.WebhookKind, name: str, body: dict[str, Any]) -> dict:
+    async def replace_webhook_configuration(self, kind: api.WebhookKind, name: str,
+                                            body: dict[str, Any]) -> dict[str, Any]:
         path = kube.resource_path(_ADMISSION, _PLURALS[kind], name=name)
         return await _call(f"update {kind}/{name}", self.client.update(path, body))

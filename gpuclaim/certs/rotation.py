@@ -21,6 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
 from gpuclaim.certs import material, selfsigned
 
 
@@ -60,11 +63,11 @@ class Material:
     signer: material.KeyPair | None = None
     serving: material.KeyPair | None = None
     next: material.KeyPair | None = None
-    previous: material.x509.Certificate | None = None
+    previous: x509.Certificate | None = None
     #: what could not be used, e.g. "serving: key does not match", for the report
     problems: tuple[str, ...] = ()
 
-    def bundle(self) -> list[material.x509.Certificate]:
+    def bundle(self) -> list[x509.Certificate]:
         """The CAs clients must trust, oldest first: the bytes stay the same from the introduction of
         the next CA through the switch, so the switch rewrites no webhook configuration."""
         out = [] if self.signer is None else [self.signer.cert]
@@ -92,8 +95,9 @@ class Plan:
 
 
 def _key_type(key: material.PrivateKey) -> str:
-    if isinstance(key, material.rsa.RSAPrivateKey):
+    if isinstance(key, rsa.RSAPrivateKey):
         return f"rsa-{key.key_size}"
+    assert isinstance(key, ec.EllipticCurvePrivateKey)  # material loads only RSA and EC keys
     return "ecdsa-p256" if key.curve.name == "secp256r1" else f"ecdsa-{key.curve.name}"
 
 
@@ -110,7 +114,7 @@ def _serving_due(serving: material.KeyPair, policy: Policy, now: datetime) -> st
     return None
 
 
-def _overlap_until(signer: material.KeyPair, previous: material.x509.Certificate, policy: Policy) -> datetime:
+def _overlap_until(signer: material.KeyPair, previous: x509.Certificate, policy: Policy) -> datetime:
     introduced = signer.not_before + selfsigned.BACKDATE
     return min(introduced + policy.ca_overlap, previous.not_valid_after_utc)
 
@@ -155,29 +159,33 @@ def plan(
             actions.append("retired previous CA (overlap over)")
 
     # step 2: switch to the next CA once every webhook trusts it
-    if m.next is not None:
-        if m.next.not_after <= now:
+    upcoming = m.next
+    if upcoming is not None:
+        if upcoming.not_after <= now:
             m = replace(m, next=None)
             actions.append("dropped next CA (expired before it was used)")
         else:
-            waited = now - (m.next.not_before + selfsigned.BACKDATE) >= policy.ca_switch_delay
-            injected = trusted_everywhere is None or material.fingerprint(m.next.cert) in trusted_everywhere
+            waited = now - (upcoming.not_before + selfsigned.BACKDATE) >= policy.ca_switch_delay
+            injected = trusted_everywhere is None or material.fingerprint(upcoming.cert) in trusted_everywhere
             if waited and injected:
                 old = m.signer
+                assert old is not None
                 serving = selfsigned.issue_serving(
-                    ca=m.next, names=names, now=now, validity=policy.serving_validity, key_type=policy.key_type
+                    ca=upcoming, names=names, now=now, validity=policy.serving_validity, key_type=policy.key_type
                 )
-                m = Material(signer=m.next, serving=serving, previous=old.cert)
+                m = Material(signer=upcoming, serving=serving, previous=old.cert)
                 overlap_until = _overlap_until(m.signer, old.cert, policy)  # type: ignore[arg-type]
                 actions.append(f"rotated CA (overlap until {overlap_until.isoformat()})")
                 return Plan(material=m, actions=tuple(actions), overlap_until=overlap_until)
 
+    assert m.signer is not None  # every replace() above keeps the signer; mypy loses the narrowing
     # step 1: introduce the next CA when the signer nears its end (and no rotation is in flight)
     if m.next is None and m.previous is None and m.signer.not_after - now <= policy.ca_renew_before:
         nxt = selfsigned.issue_ca(now=now, validity=policy.ca_validity, key_type=policy.key_type)
         m = replace(m, next=nxt)
         actions.append("introduced next CA (both CAs in caBundle; serving cert switches once injected)")
 
+    assert m.signer is not None
     # the serving certificate under the current signer
     reason: str | None
     if m.serving is None:

@@ -87,7 +87,8 @@ def secret_data(secret: Mapping[str, Any] | None) -> dict[str, bytes]:
     return out
 
 
-def to_secret(*, name: str, namespace: str, data: Mapping[str, bytes], base: Mapping[str, Any] | None = None) -> dict:
+def to_secret(*, name: str, namespace: str, data: Mapping[str, bytes],
+              base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A v1 Secret carrying `data`, keeping metadata (resourceVersion, labels, annotations) of `base`."""
     meta: dict[str, Any] = {}
     if base:

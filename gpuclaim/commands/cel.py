@@ -64,7 +64,9 @@ def _load_device(path: Path, name: str | None) -> Device:
 def to_json(value: Any) -> Any:
     """A CEL value as JSON: quantities, versions, IPs, URLs and types as their canonical strings."""
     if value is None or isinstance(value, bool | int | float | str):
-        return value if type(value) in (bool, int, float, str, type(None)) else int(value)
+        if value is None or type(value) in (bool, int, float, str):
+            return value
+        return int(value)  # celpy's IntType/UintType subclass int
     if isinstance(value, bytes):
         return value.decode("utf-8", "backslashreplace")
     if isinstance(value, list | tuple):

@@ -73,7 +73,8 @@ def _classes(documents: Iterable[Any], label: str, *, strict: bool) -> dict[str,
 
 
 def _describe(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     name = meta.get("name") or meta.get("generateName") or "<unnamed>"
     namespace = meta.get("namespace")
     return f"{obj.get('kind', '<no kind>')} {namespace + '/' if namespace else ''}{name}"

@@ -103,7 +103,8 @@ def _inventory(docs: list[_Doc], slice_docs: list[_Doc], namespace_docs: list[_D
     namespaces: dict[str, Mapping[str, str]] = {}
     for d in [*docs, *(namespace_docs or [])]:
         if _kind(d.obj) == "Namespace" and _name(d.obj):
-            labels = (d.obj.get("metadata") or {}).get("labels")  # type: ignore[union-attr]
+            meta = d.obj.get("metadata") if isinstance(d.obj, Mapping) else None
+            labels = meta.get("labels") if isinstance(meta, Mapping) else None
             namespaces[_name(d.obj)] = {str(k): str(v) for k, v in (labels or {}).items()}
     return OfflineInventory(
         slices=slices if slice_docs else None, classes=classes or None, templates=templates,

@@ -76,7 +76,8 @@ class OfflineView:
         kind = obj.get("kind")
         if kind not in KINDS:
             return
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
         name = str(meta.get("name") or "")
         key = (str(meta.get("namespace") or "default"), name)
         if kind == "ResourceSlice":

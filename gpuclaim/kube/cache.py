@@ -22,11 +22,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from gpuclaim.dra.api import ResourceSlice
+from gpuclaim.dra.api import DeviceID, ResourceSlice
 from gpuclaim.kube.backoff import Backoff
 from gpuclaim.kube.claims import ClaimIndex
 from gpuclaim.kube.client import KubeClient
-from gpuclaim.kube.inventory import DeviceID, Inventory, PoolView
+from gpuclaim.kube.inventory import Inventory, PoolView
 from gpuclaim.kube.metrics import CacheMetrics
 from gpuclaim.kube.reflector import Obj, Reflector, WatchSpec
 from gpuclaim.kube.sharing import Interner
@@ -60,7 +60,7 @@ def default_specs(template_selector: str | None = None) -> tuple[WatchSpec, ...]
         WatchSpec("ResourceClaim", resource, "resourceclaims", namespaced=True),
         WatchSpec("DeviceClass", resource, "deviceclasses"),
         WatchSpec("ResourceClaimTemplate", resource, "resourceclaimtemplates", namespaced=True,
-                  label_selector=template_selector),
+                  label_selector=template_selector or ""),
         WatchSpec("Namespace", "v1", "namespaces", compact=compact_metadata),
         WatchSpec("Node", "v1", "nodes", compact=compact_metadata),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuclaim.kube.inventory import DeviceID
+from gpuclaim.dra.api import DeviceID
 
 Obj = dict[str, Any]
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"

@@ -29,8 +29,8 @@ class Interner:
         if isinstance(value, str):
             return sys.intern(value) if len(value) <= self.max_string else value
         if isinstance(value, dict):
-            for key, child in value.items():
-                value[key] = self.share(child)
+            for name, child in value.items():
+                value[name] = self.share(child)
             if len(value) > self.max_width:
                 return value
             key: tuple[Any, ...] = ("d",)

@@ -20,7 +20,7 @@ _MAX_LOGGED_MESSAGE = 1000
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _error(request: web.Request, endpoint: str, code: int, message: str, started: float) -> web.Response:
+def _error(request: web.Request, endpoint: admit.Endpoint, code: int, message: str, started: float) -> web.Response:
     request.app[keys.METRICS].rejected(endpoint, code, time.perf_counter() - started)
     log.info("admission request rejected", extra={"endpoint": endpoint, "code": code, "reason": message[:300]})
     return web.Response(status=code, body=review.bad_request_body(code, message), content_type=_JSON)

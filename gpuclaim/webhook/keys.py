@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -13,14 +13,17 @@ from gpuclaim.dra.config import Config
 from gpuclaim.webhook.admit import Checks, Context
 from gpuclaim.webhook.metrics import WebhookMetrics
 
+if TYPE_CHECKING:  # the kube package costs import time; the webhook imports it only with a cluster
+    from gpuclaim.kube.config import ApiConfig
+
 CONFIG = web.AppKey("gpuclaim.webhook.config", Config)
 REGISTRY = web.AppKey("gpuclaim.webhook.registry", CollectorRegistry)
 METRICS = web.AppKey("gpuclaim.webhook.metrics", WebhookMetrics)
 CHECKS = web.AppKey("gpuclaim.webhook.checks", Checks)
 # the TLS certificate's reloader; None when the caller serves its own context (readiness then skips certs)
-RELOADER = web.AppKey("gpuclaim.webhook.reloader", CertReloader | None)  # type: ignore[arg-type]
+RELOADER: web.AppKey[CertReloader | None] = web.AppKey("gpuclaim.webhook.reloader")
 # the kube ApiConfig to build the cluster view from; None: run without a cluster
-KUBE = web.AppKey("gpuclaim.webhook.kube", Any)
+KUBE: web.AppKey[ApiConfig | None] = web.AppKey("gpuclaim.webhook.kube")
 TIME_LIMIT = web.AppKey("gpuclaim.webhook.time_limit", float)
 # the namespace the webhook runs in (POD_NAMESPACE): where the garbage collector's Lease lives; None: unknown
 NAMESPACE = web.AppKey("gpuclaim.webhook.namespace", str | None)  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ class _AdmissionCollector(Collector):
         self.denials = {(e, str(reason)): 0 for e in ENDPOINTS for reason in ErrorType}
         self.warnings = {(e, "internal-error"): 0 for e in ENDPOINTS}
 
-    def observe(self, endpoint: str, seconds: float) -> None:
+    def observe(self, endpoint: admit.Endpoint, seconds: float) -> None:
         # bisect_left: a duration equal to a bound belongs to that bucket (Prometheus `le` is inclusive)
         self.buckets[endpoint][bisect_left(BUCKETS, seconds)] += 1
         self.sums[endpoint] += seconds
@@ -56,9 +56,9 @@ class _AdmissionCollector(Collector):
         duration = HistogramMetricFamily("gpuclaim_webhook_admission_duration_seconds",
                                          "Time from the request body read to the response written, per endpoint",
                                          labels=["endpoint"])
-        for endpoint, counts in self.buckets.items():
+        for endpoint, per_bucket in self.buckets.items():
             cumulative, total = [], 0
-            for le, count in zip(_LE, counts, strict=True):
+            for le, count in zip(_LE, per_bucket, strict=True):
                 total += count
                 cumulative.append((le, float(total)))
             duration.add_metric([endpoint], cumulative, self.sums[endpoint])
@@ -71,8 +71,8 @@ class _AdmissionCollector(Collector):
                 ("gpuclaim_webhook_denials", "Denied admission requests by the first error type", self.denials),
                 ("gpuclaim_webhook_warnings", "Warnings returned to users, by reason", self.warnings)):
             family = CounterMetricFamily(name, doc, labels=["endpoint", "reason"])
-            for labels, value in list(counts.items()):
-                family.add_metric(labels, value, created=self.created)
+            for (endpoint, reason), value in list(counts.items()):
+                family.add_metric([endpoint, reason], value, created=self.created)
             yield family
 
     def describe(self) -> Iterator[Metric]:
@@ -113,7 +113,7 @@ class WebhookMetrics:
         if record.templates_created:
             counts.templates += record.templates_created
 
-    def rejected(self, endpoint: str, code: int, seconds: float) -> None:
+    def rejected(self, endpoint: admit.Endpoint, code: int, seconds: float) -> None:
         self._counts.reviews[(endpoint, "unknown", "rejected")] += 1
         self.bad_requests.labels(endpoint, str(code)).inc()
         self._counts.observe(endpoint, seconds)

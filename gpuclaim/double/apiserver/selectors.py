@@ -69,6 +69,13 @@ _FIELDS: dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
+def _field_check(getter: Callable[[Mapping[str, Any]], str], value: str, *, negate: bool
+                 ) -> Callable[[Mapping[str, Any]], bool]:
+    if negate:
+        return lambda obj: getter(obj) != value
+    return lambda obj: getter(obj) == value
+
+
 def parse_field_selector(text: str) -> Callable[[Mapping[str, Any]], bool]:
     """Field selectors support `=`, `==`, `!=` on the fields real servers index for these kinds."""
     checks: list[Callable[[Mapping[str, Any]], bool]] = []
@@ -80,8 +87,5 @@ def parse_field_selector(text: str) -> Callable[[Mapping[str, Any]], bool]:
         getter = _FIELDS.get(field)
         if getter is None:
             raise SelectorError(f'field label not supported: "{field}"')
-        if operator == "!=":
-            checks.append(lambda o, g=getter, v=value: g(o) != v)
-        else:
-            checks.append(lambda o, g=getter, v=value: g(o) == v)
+        checks.append(_field_check(getter, value, negate=operator == "!="))
     return lambda obj: all(check(obj) for check in checks)

@@ -121,9 +121,7 @@ async def serve(*, host: str = "127.0.0.1", port: int = 0, store: Store | None =
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()
-    server = site._server
-    assert server is not None and server.sockets
-    bound = server.sockets[0].getsockname()[1]
+    bound = site.port  # the bound port when port 0 asked for one
     url = f"{'https' if tls else 'http'}://{host}:{bound}"
     kubeconfig = write_kubeconfig(workdir / "kubeconfig", url=url, ca_pem=ca_pem)
     return RunningDouble(runner, url, kubeconfig, ca_pem, app)

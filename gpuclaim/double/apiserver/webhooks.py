@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import celpy
+import celpy.adapter
 import jsonpatch
 import orjson
 
@@ -146,7 +146,7 @@ class WebhookAdmission:
 
     def _selected(self, spec: Obj, attrs: AdmissionAttributes) -> bool:
         if attrs.resource.plural == "namespaces":
-            ns_labels = {**wire.labels_of(attrs.obj), "kubernetes.io/metadata.name": attrs.name}
+            ns_labels: Mapping[str, str] | None = {**wire.labels_of(attrs.obj), "kubernetes.io/metadata.name": attrs.name}
         elif attrs.namespace and self.store is not None:
             try:
                 ns_labels = wire.labels_of(self.store.get(BY_KEY["/v1/namespaces"], "", attrs.namespace))
@@ -168,9 +168,9 @@ class WebhookAdmission:
     def _conditions_hold(self, hook: wire.Hook, request: Obj) -> bool:
         """False: skip the webhook. Any false condition wins over errors; errors follow failurePolicy."""
         failures = []
-        activation = {"object": celpy.json_to_cel(request.get("object")),
-                      "oldObject": celpy.json_to_cel(request.get("oldObject")),
-                      "request": celpy.json_to_cel({k: v for k, v in request.items()
+        activation = {"object": celpy.adapter.json_to_cel(request.get("object")),
+                      "oldObject": celpy.adapter.json_to_cel(request.get("oldObject")),
+                      "request": celpy.adapter.json_to_cel({k: v for k, v in request.items()
                                                     if k not in ("object", "oldObject")})}
         for condition in hook.spec.get("matchConditions") or ():
             name, expression = condition.get("name", ""), str(condition.get("expression", ""))

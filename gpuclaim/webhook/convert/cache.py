@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -47,7 +47,7 @@ _CONTAINER_FIELDS = ("name", "restartPolicy", "resources")
 _REQUIRED = ("requiredDuringSchedulingIgnoredDuringExecution",)
 
 
-def _is_map(node: Any) -> bool:
+def _is_map(node: Any) -> TypeGuard[Mapping[str, Any]]:
     # decoded JSON is all dicts and the ABC check costs more than the rest of the key: exact types first
     return type(node) is dict or (node is not None and isinstance(node, Mapping))
 

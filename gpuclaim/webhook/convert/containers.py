@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeGuard
 
 from gpuclaim.dra.fieldpath import FieldError, Path
 from gpuclaim.dra.quantity import QuantityError, parse_quantity
@@ -72,7 +72,7 @@ def _is_sidecar(container: Mapping[str, Any]) -> bool:
     return container.get("restartPolicy") == "Always"
 
 
-def _is_map(value: object) -> bool:
+def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
     return isinstance(value, (dict, Mapping))  # dict is tried first: the ABC check is slow
 
 

@@ -103,7 +103,7 @@ class SliceSummary:
             else:
                 errors[stop] = [stop, 1, n, message]
         return cls(tuple(stops), stops.count(MATCHED), tuple(sorted(rejected.items())),
-                   tuple(tuple(e) for _, e in sorted(errors.items())))  # type: ignore[misc]
+                   tuple(tuple(e) for _, e in sorted(errors.items())))
 
 
 @dataclass(slots=True)
