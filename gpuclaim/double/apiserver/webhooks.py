@@ -146,7 +146,8 @@ class WebhookAdmission:
 
     def _selected(self, spec: Obj, attrs: AdmissionAttributes) -> bool:
         if attrs.resource.plural == "namespaces":
-            ns_labels: Mapping[str, str] | None = {**wire.labels_of(attrs.obj), "kubernetes.io/metadata.name": attrs.name}
+            ns_labels: Mapping[str, str] | None = {**wire.labels_of(attrs.obj),
+                                                   "kubernetes.io/metadata.name": attrs.name}
         elif attrs.namespace and self.store is not None:
             try:
                 ns_labels = wire.labels_of(self.store.get(BY_KEY["/v1/namespaces"], "", attrs.namespace))
