@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -26,7 +26,7 @@ RELOADER: web.AppKey[CertReloader | None] = web.AppKey("gpuclaim.webhook.reloade
 KUBE: web.AppKey[ApiConfig | None] = web.AppKey("gpuclaim.webhook.kube")
 TIME_LIMIT = web.AppKey("gpuclaim.webhook.time_limit", float)
 # the namespace the webhook runs in (POD_NAMESPACE): where the garbage collector's Lease lives; None: unknown
-NAMESPACE = web.AppKey("gpuclaim.webhook.namespace", str | None)  # type: ignore[arg-type]
+NAMESPACE: web.AppKey[str | None] = web.AppKey("gpuclaim.webhook.namespace")
 
 
 @dataclass(slots=True)
