@@ -265,7 +265,8 @@ class _Checker:
             if all(t.assignable(p, a, subst) for p, a in zip(o.params, arg_types, strict=True)):
                 matched.append(o)
                 results.append(t.substitute(o.result, subst))
-        if not matched and e.function in _RELATIONAL and all(a in (t.NULL, t.DYN) for a in arg_types):
+        if not matched and e.function in _RELATIONAL and t.NULL in arg_types and all(
+                a == t.NULL or a.is_dyn for a in arg_types):
             # cel-go's null is assignable to its timestamp/duration overloads: it compiles, then fails
             self.out.overloads[e.id] = []
             return self.set(e, t.BOOL)

@@ -251,6 +251,22 @@ class _Compiler:
         if fn == "_?._":
             a, field = args[0], e.args[1].value  # type: ignore[union-attr]
             return lambda env: ops.optional_select(a(env), field)  # type: ignore[arg-type]
+        if fn in ("or", "orValue") and e.target is not None and len(args) == 1:
+            # cel-go evaluates optional or/orValue lazily: the alternative only when the optional is empty
+            target, other, lazy = self.build(e.target), args[0], fn == "orValue"
+
+            def or_else(env: dict[str, Any]) -> Any:
+                o = target(env)
+                if type(o) is not Optional:
+                    no_overload()
+                if o.present:
+                    return o.value if lazy else o
+                alt = other(env)
+                if not lazy and type(alt) is not Optional:
+                    no_overload()
+                return alt
+
+            return or_else
         impl = FUNCS[(fn, e.target is not None)]
         if e.target is not None:
             args.insert(0, self.build(e.target))

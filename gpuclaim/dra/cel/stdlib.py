@@ -160,6 +160,8 @@ def to_string(v: object) -> str:
             fail("invalid UTF-8 in bytes, cannot convert to string")
     if t is TypeValue:
         return str(v)
+    if type_name(v) == "kubernetes.Semver":
+        fail("no such overload: string(kubernetes.Semver)")  # the semver library has no string conversion
     if hasattr(v, "cel_type") or type_name(v).startswith("kubernetes."):
         return str(v)
     no_overload()

@@ -39,7 +39,8 @@ DEVICE = Type("kubernetes.DRADevice")
 A, B = Type("_A"), Type("_B")
 
 
-_NULLABLE = frozenset({"kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL", "net.IP", "net.CIDR"})
+_NULLABLE = frozenset({"kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL", "net.IP", "net.CIDR",
+                       "optional_type"})
 
 
 def list_of(t: Type) -> Type:

@@ -108,6 +108,8 @@ def equals(a: object, b: object, *, top: bool = True) -> bool:
     ta, tb = type(a), type(b)
     if ta in _NUMERIC and tb in _NUMERIC:
         return a == b  # Python compares int/float exactly, as CEL's cross-type equality does
+    if (ta is Quantity or ta is Semver) and b is None:
+        return False  # their Equal(null) is false, not an error
     if ta is Quantity or ta is Semver:
         # apiserver's Quantity.Equal / Semver.Equal return no-such-overload for another type, and
         # Quantity.Equal for the *Quantity that add()/sub() return (k8s.io/apiserver pkg/cel/quantity.go:63).

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from oracle_compare import gpuclaim_eval, gpuclaim_match, known_cost_difference, verdict
 from oracle_grammar import devices, expressions, selectors
 
+from e2e.oracle.cel.client import device_json
 from gpuclaim.dra import cel
 from gpuclaim.dra.quantity import parse_quantity
 from gpuclaim.dra.semver import parse_semver
@@ -146,7 +147,8 @@ def test_long_random_selectors_agree_with_upstream(cel_oracle: Any) -> None:
                     known += 1
                 elif verdict(ours) != verdict(theirs):
                     disagreements.append(expr)
-                    out.write(json.dumps({"expr": expr, "upstream": theirs, "gpuclaim": ours}) + "\n")
+                    out.write(json.dumps({"expr": expr, "device": device_json(device), "upstream": theirs,
+                                          "gpuclaim": ours}) + "\n")
     print(f"long run: {seen} selectors, {len(disagreements)} disagreements, {known} cost-boundary differences")
     assert seen == LONG_BUDGET
     assert not disagreements, f"{len(disagreements)} disagreements, see {report}: {disagreements[:5]}"
