@@ -4,6 +4,8 @@
 docs/dev/allocator-oracle.md for the scenario and reply shapes.
 """
 
-from .client import SCHEDULER_FEATURES, AllocatorOracle, OracleError, binary
+from e2e.oracle.jsonlines import OracleError
+
+from .client import SCHEDULER_FEATURES, AllocatorOracle, binary
 
 __all__ = ["SCHEDULER_FEATURES", "AllocatorOracle", "OracleError", "binary"]

@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from e2e.oracle import gobuild
+from e2e.oracle.jsonlines import JsonLinesProcess
 
 FOLDER = Path(__file__).resolve().parent
-
-
-class OracleError(RuntimeError):
-    """The oracle process died, or answered something that is not a reply to the request sent."""
 
 
 def binary() -> Path:
@@ -49,77 +44,33 @@ def device_json(device: Any) -> dict[str, Any]:
     return out
 
 
-class CelOracle:
+class CelOracle(JsonLinesProcess):
     """``match_many`` / ``eval_many`` stream a batch through the same process; replies in request order."""
 
+    name = "CEL oracle"
+
     def __init__(self, path: Path | None = None) -> None:
-        self._proc = subprocess.Popen([str(path or binary())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1)  # fmt: skip
-        self._next = 0
-        self._lock = threading.Lock()
+        super().__init__(path or binary())
 
     def __enter__(self) -> CelOracle:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        proc = self._proc
-        if proc.poll() is None:
-            assert proc.stdin is not None
-            proc.stdin.close()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    def _failure(self, reply: Mapping[str, Any]) -> str | None:
+        if reply.get("stage") in ("protocol", "panic"):
+            return f"{reply['stage']}: {reply.get('error')}"
+        return None
 
     def match(self, expr: str, device: Any, *, env: str = "new") -> dict[str, Any]:
         return self.match_many([(expr, device)], env=env)[0]
 
     def match_many(self, cases: Sequence[tuple[str, Any]], *, env: str = "new") -> list[dict[str, Any]]:
-        return self._run([{"op": "match", "expr": e, "env": env, "device": device_json(d)} for e, d in cases])
+        return self.exchange([{"op": "match", "expr": e, "env": env, "device": device_json(d)} for e, d in cases])
 
     def eval(self, expr: str, device: Any) -> dict[str, Any]:
         return self.eval_many([(expr, device)])[0]
 
     def eval_many(self, cases: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
-        return self._run([{"op": "eval", "expr": e, "device": device_json(d)} for e, d in cases])
-
-    def _run(self, requests: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """Lines are written from a thread so that a long batch cannot deadlock on the pipes."""
-        with self._lock:
-            proc = self._proc
-            assert proc.stdin is not None and proc.stdout is not None
-            first = self._next
-            self._next += len(requests)
-            lines = [json.dumps({**r, "id": first + i}) + "\n" for i, r in enumerate(requests)]
-            writer = threading.Thread(target=_write, args=(proc.stdin, lines), daemon=True)
-            writer.start()
-            out = []
-            for i in range(len(requests)):
-                line = proc.stdout.readline()
-                if not line:
-                    err = proc.stderr.read() if proc.stderr is not None else ""
-                    raise OracleError(f"CEL oracle exited ({proc.poll()}): {err[-2000:]}")
-                reply = json.loads(line)
-                if reply.get("id") != first + i:
-                    raise OracleError(f"reply {reply.get('id')} out of order, expected {first + i}")
-                if reply.get("stage") in ("protocol", "panic"):
-                    raise OracleError(f"oracle {reply['stage']} on {requests[i]!r}: {reply.get('error')}")
-                out.append(reply)
-            writer.join()
-            return out
-
-
-def _write(stream: IO[str], lines: list[str]) -> None:
-    for line in lines:
-        stream.write(line)
-    stream.flush()
+        return self.exchange([{"op": "eval", "expr": e, "device": device_json(d)} for e, d in cases])
 
 
 def render(value: Any) -> Any:
