@@ -21,13 +21,16 @@ import types
 from collections.abc import Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import orjson
 
 from gpuclaim.dra.config import Config
 from gpuclaim.dra.fieldpath import ErrorType, FieldError, Path, join_errors
 from gpuclaim.webhook import review
+
+if TYPE_CHECKING:
+    from gpuclaim.webhook.validate.verdict import Notice as FieldNotice
 
 Endpoint = Literal["mutate", "validate"]
 Result = Literal["allowed", "denied", "error"]
@@ -371,18 +374,20 @@ class CoreChecks:
             self._live = (ctx.cluster, LiveInventory(ctx.cluster))
         return self._live[1]
 
-    async def _compile_first(self, request: review.Request, ctx: Context) -> FieldError | None:
+    async def _compile_first(self, request: review.Request, ctx: Context) -> FieldError | FieldNotice | None:
         """Bounded compile work per request (`webhook.validate.budget`): the byte budget over the object's
-        selectors, then the big ones compiled in the worker thread under the deadline. None: go on."""
-        from gpuclaim.webhook.validate import budget
+        selectors, then the big ones compiled in the worker thread under the deadline. None: go on and check
+        everything; a FieldError: deny (an expression past the interpreter's limits, which upstream's parser
+        refuses too); a FieldNotice: past the budget or the deadline, check what compiles nothing and warn."""
+        from gpuclaim.webhook.validate import budget, verdict
 
         if request.operation not in ("CREATE", "UPDATE") or request.kind.group != "resource.k8s.io":
             return None
         found = list(budget.expressions(request.object))
         settings = ctx.config.validation
-        refused = budget.over_budget(found, settings.max_selector_bytes)
-        if refused is not None:
-            return refused
+        unchecked = budget.over_budget(found, settings.max_selector_bytes)
+        if unchecked is not None:
+            return unchecked
         big = [e for e in found if e.size > budget.INLINE_BYTES]
         if not big:
             return None
@@ -398,8 +403,8 @@ class CoreChecks:
         except TimeoutError:
             stop.set()  # the worker stops before its next selector
             late = big[min(progress[0], len(big) - 1)]
-            return FieldError.forbidden(late.path, (
-                f"compiling this object's CEL selectors ({len(big)} of more than {budget.INLINE_BYTES} bytes, "
+            return verdict.Notice(late.path, (
+                f"{budget.UNCHECKED}: compiling them ({len(big)} of more than {budget.INLINE_BYTES} bytes, "
                 f"{sum(e.size for e in big)} bytes) did not finish within {settings.compile_deadline_seconds:g}s "
                 f"(validation.compileDeadlineSeconds); {progress[0]} were compiled, this one was not"))
         finally:
@@ -411,18 +416,19 @@ class CoreChecks:
 
         if request.object is None and request.operation in ("CREATE", "UPDATE"):
             return Outcome(errors=(FieldError.required(Path.root("request", "object")),))
-        refused = await self._compile_first(request, ctx)
-        if refused is not None:
-            return Outcome(errors=(refused,))
+        first = await self._compile_first(request, ctx)
+        if isinstance(first, FieldError):
+            return Outcome(errors=(first,))
         inventory = self._inventory(ctx)
         try:
             verdict = validate.validate_object(request.object, operation=request.operation,
                                                old_object=request.old_object, namespace=request.namespace or None,
-                                               inventory=inventory, config=ctx.config)
+                                               inventory=inventory, config=ctx.config, check_selectors=first is None)
         except (RecursionError, OverflowError, MemoryError) as exc:
             # a hostile object, not a bug of ours: a field error, not an internal error with a traceback
             return Outcome(errors=(_too_big(exc),))
-        notices = tuple(Notice("validation", w) for w in verdict.warnings)
+        warnings = [*verdict.warnings, str(first)] if first is not None else verdict.warnings
+        notices = tuple(Notice("validation", w) for w in warnings)
         return Outcome(errors=tuple(verdict.denials), warnings=notices)
 
 

@@ -5,13 +5,15 @@ OR-chain of `productName == '...'` took 125-380 ms), and a valid ResourceClaim c
 subrequests of 10 KiB selectors: a 1 MB claim of 104 distinct ones blocked the server 11.4 s. Two bounds:
 
 - a budget over the whole object: the UTF-8 bytes of all its `cel.expression` strings together at most
-  `validation.maxSelectorBytes` (default 64 KiB, ~100x what real claims hold). Over it, the object is denied
-  before anything is compiled, naming the first selector past the budget (deterministic: the same object
-  always gets the same answer, whatever is cached);
+  `validation.maxSelectorBytes` (default 64 KiB, ~100x what real claims hold). Over it, nothing is compiled;
 - the object's selectors that are not trivially small are compiled off the event loop, in one worker thread
   (so a flood of them takes one core at most and /healthz and other admissions keep being served), under
-  `validation.compileDeadlineSeconds` (default 2 s). Past it the object is denied naming the selector that
-  was not compiled in time; the worker stops at the next selector.
+  `validation.compileDeadlineSeconds` (default 2 s); the worker stops at the next selector past it.
+
+Either way such an object is still valid Kubernetes (the apiserver allows ~1.5 MB of 10 KiB selectors, which no
+webhook compiles in its timeout), so it is never denied for it: it is admitted with a warning naming the selector
+where the budget ran out, and only the checks that compile nothing run (the adminAccess namespace rule, gated
+fields). kube-apiserver's own validation of every selector still applies.
 
 Compiled selectors land in the process-wide selector cache, where `validate_object` finds them.
 """
@@ -27,7 +29,10 @@ from gpuclaim.dra import cel
 from gpuclaim.dra.fieldpath import FieldError, Path
 from gpuclaim.dra.schemas import selectors as schema_selectors
 
-__all__ = ["INLINE_BYTES", "Expression", "compile_guarded", "expressions", "over_budget", "precompile"]
+from .verdict import Notice
+
+__all__ = ["INLINE_BYTES", "UNCHECKED", "Expression", "compile_guarded", "expressions", "over_budget",
+           "precompile"]
 
 
 #: selectors up to this size are compiled inline on the event loop (well under a millisecond each)
@@ -62,16 +67,23 @@ def expressions(obj: Any) -> Iterator[Expression]:
                                    if isinstance(v, Mapping | list)]))
 
 
-def over_budget(found: list[Expression], max_bytes: int) -> FieldError | None:
+#: what the warning for an object past the budget or the deadline says gpuclaim did and did not do
+UNCHECKED = ("gpuclaim did not check this object's CEL selectors (no selector, dry-run or driver-schema check; "
+             "kube-apiserver still validates every selector)")
+
+
+def over_budget(found: list[Expression], max_bytes: int) -> Notice | None:
+    """A warning at the first selector past the byte budget (deterministic: the same object always gets the same
+    answer, whatever is cached), or None within it."""
     total = 0
     for n, expression in enumerate(found):
         total += expression.size
         if total > max_bytes:
             whole = sum(e.size for e in found)
-            return FieldError.forbidden(expression.path, (
-                f"the object's CEL selectors add up to {whole} bytes in {len(found)} expressions, more than the "
-                f"{max_bytes} bytes gpuclaim compiles for one object (validation.maxSelectorBytes); the budget ran "
-                f"out at this selector (number {n + 1})"))
+            return Notice(expression.path, (
+                f"{UNCHECKED}: they add up to {whole} bytes in {len(found)} expressions, more than the {max_bytes} "
+                f"bytes it compiles for one object (validation.maxSelectorBytes); the budget ran out at this "
+                f"selector (number {n + 1})"))
     return None
 
 

@@ -20,15 +20,18 @@ __all__ = ["check_claim_spec"]
 def check_claim_spec(
     spec: api.DeviceClaim, *, parse_errors: list[FieldError], namespace: str, unchanged: bool,
     inventory: Inventory, settings: ValidationConfig, findings: Findings,
-    schema_check: schemas.SchemaCheck | None = None,
+    schema_check: schemas.SchemaCheck | None = None, check_selectors: bool = True,
 ) -> None:
     """``unchanged``: an UPDATE that kept the (immutable) spec; only the namespace rule is checked again.
-    ``schema_check``: check names, types and counts against the driver schemas (after the dry-run)."""
+    ``schema_check``: check names, types and counts against the driver schemas (after the dry-run).
+    ``check_selectors`` False: the namespace rule and gated fields only, nothing that compiles CEL."""
     if settings.admin_access == "enforce":
         check_admin_access(spec, namespace=namespace, labels=inventory.namespace_labels(namespace), findings=findings)
     if unchanged:
         return
     structure.check_gated(spec, findings)
+    if not check_selectors:
+        return
     compiled: dict[str, list[cel.CompiledSelector | None]] = {}
     for request in spec.requests:
         for alt in request.alternatives:

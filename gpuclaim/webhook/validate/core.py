@@ -27,10 +27,12 @@ CHECKED_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Pod")
 
 def validate_object(
     obj: object, *, operation: Operation | str, old_object: object = None, namespace: str | None = None,
-    inventory: Inventory, config: Config, lint: bool = False,
+    inventory: Inventory, config: Config, lint: bool = False, check_selectors: bool = True,
 ) -> Verdict:
     """``lint``: report what the driver schemas show the scheduler would refuse as errors (``gpuclaim lint``);
-    the webhook reports them as warnings, because kube-apiserver accepts those objects."""
+    the webhook reports them as warnings, because kube-apiserver accepts those objects.
+    ``check_selectors`` False: nothing that compiles or parses CEL runs (no selector check, dry-run or driver-schema
+    check), for an object whose selectors are past the webhook's compile budget; the rest is checked."""
     findings = Findings()
     if not isinstance(obj, Mapping):
         findings.deny(FieldError.invalid(Path.root("kind"), type(obj).__name__, "expected a Kubernetes object"))
@@ -55,13 +57,13 @@ def validate_object(
         return findings.verdict()
     if isinstance(model, api.DeviceClass):
         stored = old is not None and _selectors(old) == _selectors(converted)
-        _device_class(model, errors, stored, inventory, config, findings, lint)
+        _device_class(model, errors, stored, inventory, config, findings, lint, check_selectors)
     elif isinstance(model, api.ResourceClaim | api.ResourceClaimTemplate):
         unchanged = structure.check_immutable(converted, old, findings)
         check_claim_spec(
             model.spec, parse_errors=errors, namespace=namespace_of(converted, namespace), unchanged=unchanged,
             inventory=inventory, settings=config.validation, findings=findings,
-            schema_check=_schema_check(config, inventory, lint),
+            schema_check=_schema_check(config, inventory, lint), check_selectors=check_selectors,
         )
     return findings.verdict()
 
@@ -72,10 +74,12 @@ def _schema_check(config: Config, inventory: Inventory, lint: bool) -> schemas.S
 
 def _device_class(
     model: api.DeviceClass, errors: list[FieldError], stored: bool, inventory: Inventory, config: Config,
-    findings: Findings, lint: bool,
+    findings: Findings, lint: bool, check_selectors: bool,
 ) -> None:
     """``stored``: an UPDATE that left the selectors byte-identical, compiled as the apiserver does then."""
     structure.check_gated_class(model, findings)
+    if not check_selectors:
+        return
     compiled = selectors.compile_all(model.selectors, mode="stored" if stored else "new", findings=findings,
                                      already=errors)
     if stored or errors or findings.denials:
