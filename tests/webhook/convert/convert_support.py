@@ -112,3 +112,24 @@ def check_conversion(pod: dict[str, Any], conversion: Conversion, cfg: Config,
     again = convert_pod(patched, config=cfg, device_classes=classes)
     assert again.patch == [] and not again.refusals, again
     return patched
+
+
+def pod(*containers: dict[str, Any], init: tuple[dict[str, Any], ...] = (), **spec: Any) -> dict[str, Any]:
+    """A Pod in namespace `team` with these containers (and init containers)."""
+    body: dict[str, Any] = {"containers": list(containers), **spec}
+    if init:
+        body["initContainers"] = list(init)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team"}, "spec": body}
+
+
+def ctr(name: str, limits: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": "busybox", **extra}
+    if limits is not None:
+        c["resources"] = {"limits": limits}
+    return c
+
+
+def convert(p: dict[str, Any], **conversion: Any) -> tuple[Conversion, Config]:
+    """`convert_pod` with the NVIDIA classes and a config whose `conversion:` section is `conversion`."""
+    cfg = config(conversion)
+    return convert_pod(p, config=cfg, device_classes=nvidia_classes()), cfg

@@ -6,30 +6,10 @@ import copy
 from typing import Any
 
 import pytest
-from convert_support import check_conversion, config, device_counts, nvidia_classes, request_counts
+from convert_support import check_conversion, config, convert, ctr, device_counts, nvidia_classes, pod, request_counts
 
 from gpuclaim.dra.fieldpath import ErrorType
 from gpuclaim.webhook.convert import convert_pod
-
-
-def pod(*containers: dict[str, Any], init: tuple[dict[str, Any], ...] = (), **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"containers": list(containers), **spec}
-    if init:
-        body["initContainers"] = list(init)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team"}, "spec": body}
-
-
-def ctr(name: str, limits: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    c: dict[str, Any] = {"name": name, "image": "busybox", **extra}
-    if limits is not None:
-        c["resources"] = {"limits": limits}
-    return c
-
-
-def convert(p: dict[str, Any], **conversion: Any) -> Any:
-    cfg = config(conversion)
-    result = convert_pod(p, config=cfg, device_classes=nvidia_classes())
-    return result, cfg
 
 
 def claim_spec(result: Any) -> dict[str, Any]:
