@@ -126,6 +126,16 @@ class Kube:
         wait_default_sa(self.api, name)
         return name
 
+    @contextlib.contextmanager
+    def scratch_namespace(self, prefix: str) -> Iterator[str]:
+        """A new namespace for one test; its pods (grace 0) and then itself are deleted afterwards."""
+        name = self.namespace(prefix)
+        try:
+            yield name
+        finally:
+            self.delete_namespace_pods(name)
+            self.api.delete(f"/api/v1/namespaces/{name}", grace=None)
+
     def delete_namespace_pods(self, namespace: str) -> None:
         """Every pod of the namespace, grace 0 (no kubelet), and wait until they are gone."""
         for pod in self.api.list("Pod", namespace):

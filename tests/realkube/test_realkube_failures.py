@@ -24,10 +24,8 @@ TIMEOUT_SECONDS = 5  # the chart's default webhook.mutating/validating.timeoutSe
 
 @pytest.fixture
 def ns(kube: Kube) -> Iterator[str]:
-    name = kube.namespace("fail")
-    yield name
-    kube.delete_namespace_pods(name)
-    kube.api.delete(f"/api/v1/namespaces/{name}", grace=None)
+    with kube.scratch_namespace("fail") as name:
+        yield name
 
 
 @contextlib.contextmanager

@@ -30,10 +30,8 @@ TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
 
 @pytest.fixture
 def ns(kube: Kube) -> Iterator[str]:
-    name = kube.namespace("gc")
-    yield name
-    kube.delete_namespace_pods(name)
-    kube.api.delete(f"/api/v1/namespaces/{name}", grace=None)
+    with kube.scratch_namespace("gc") as name:
+        yield name
 
 
 @pytest.fixture
