@@ -133,6 +133,16 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
     app[keys.TIME_LIMIT] = time_limit
     app[keys.NAMESPACE] = config.gc.lease_namespace or namespace
     app[keys.STATE] = keys.State(context=admit.Context(config=config))
+    warm_up = getattr(checks, "warm_up", None)  # the real cores have one; tests' stand-ins need none
+    if warm_up is not None:
+
+        async def _warm(_app: web.Application) -> None:
+            try:  # on purpose on the loop, before the site opens: nothing else runs yet
+                warm_up(config)
+            except Exception:  # a warm-up that fails costs the first request its latency, never the server
+                log.warning("warm-up failed; the first requests will do its work", exc_info=True)
+
+        app.on_startup.append(_warm)
     app.cleanup_ctx.append(_cluster_view)
     app.cleanup_ctx.append(_garbage_collection)  # after the view: it reads it, and stops before it
     app.router.add_post("/mutate", handlers.mutate)
