@@ -11,13 +11,18 @@ A candidate is in use while a pod of its namespace references it (``spec.resourc
 ``resourceClaimTemplateName`` / ``resourceClaimName``; pods are listed fresh, per namespace that has candidates,
 at every sweep) or, for a claim, while its ``status.reservedFor`` is not empty. It is deleted once it has been
 unused for ``idle_seconds`` by all three clocks:
-- since this collector first saw it unused (in memory: a new leader waits a full idle period);
+- since a collector first saw it unused: persisted on the object as the ``gpuclaim.io/unused-since`` annotation
+  (written by the leader with a resourceVersion precondition, removed when a sweep sees the object in use), so the
+  clock survives a change of leader; a value that is malformed, from before the object's creation, from the future
+  (past a minute of clock skew) or older than a use this collector saw is not trusted: the collector's own first
+  observation counts instead and is written over it;
 - since its creationTimestamp;
 - since its ``gpuclaim.io/last-used`` annotation, which admission refreshes when it hands the object to a new pod
   (webhook/templates.py: ``touch``), so a pod admitted on another replica a moment before the deletion changes the
   object's resourceVersion.
-The DELETE carries preconditions on uid and resourceVersion: an object recreated, touched or otherwise changed
-since it was judged idle survives (409), and is judged again at the next sweep.
+The in-use check comes first, whatever the annotations say. The DELETE carries preconditions on uid and
+resourceVersion: an object recreated, touched or otherwise changed since it was judged idle survives (409), and is
+judged again at the next sweep. With ``dry_run`` the collector writes nothing: its clock lives in memory only.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +47,10 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "gpuclaim"
 NAME_PREFIX = "gpuclaim-"
 LAST_USED_ANNOTATION = "gpuclaim.io/last-used"
+UNUSED_SINCE_ANNOTATION = "gpuclaim.io/unused-since"
+# how far in the future an unused-since value may lie and still be trusted: the clocks of two leaders differ
+CLOCK_SKEW_SECONDS = 60.0
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 KINDS = ("ResourceClaimTemplate", "ResourceClaim")
 _PLURALS = {"ResourceClaimTemplate": "resourceclaimtemplates", "ResourceClaim": "resourceclaims"}
 _API = "resource.k8s.io/v1"
@@ -64,7 +74,36 @@ def parse_time(value: object) -> float | None:
 
 
 def format_time(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(epoch, UTC).strftime(_TIME_FORMAT)
+
+
+def parse_strict_time(value: object) -> float | None:
+    """Exactly :func:`format_time`'s form (``2026-11-25T05:00:00Z``) as epoch seconds, else None: a date alone or
+    a time without its zone (which ``fromisoformat`` would read in the local zone) is malformed."""
+    if not isinstance(value, str) or len(value) != 20:
+        return None
+    try:
+        return datetime.strptime(value, _TIME_FORMAT).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
+def unused_since(obj: Mapping[str, Any], now: float, *, used_at: float | None = None) -> float | None:
+    """The object's ``gpuclaim.io/unused-since`` when it can be trusted as the start of its idle clock: well
+    formed, not before its creationTimestamp (it was not written for this object), not after ``now`` plus
+    CLOCK_SKEW_SECONDS, and not before ``used_at`` (the last use this collector saw: the removal of an older value
+    may have failed or not be in the view yet). Anything else is None: the caller counts from its own first
+    observation instead."""
+    meta = obj.get("metadata") or {}
+    since = parse_strict_time((meta.get("annotations") or {}).get(UNUSED_SINCE_ANNOTATION))
+    if since is None or since > now + CLOCK_SKEW_SECONDS:
+        return None
+    created = parse_time(meta.get("creationTimestamp"))
+    if created is not None and since < created:
+        return None
+    if used_at is not None and since < math.floor(used_at):  # the annotation has whole seconds
+        return None
+    return since
 
 
 def last_used(obj: Mapping[str, Any]) -> float | None:
@@ -119,6 +158,10 @@ class GcMetrics:
         self.errors = Counter("gpuclaim_gc_errors_total", "API calls of a sweep that failed (list or delete)",
                               registry=registry)
         self.sweeps = Counter("gpuclaim_gc_sweeps_total", "Sweeps run by the leader", registry=registry)
+        self.clock_writes = Counter(
+            "gpuclaim_gc_unused_since_writes_total",
+            "Writes of the gpuclaim.io/unused-since annotation: action=mark (first seen unused, or an untrusted value "
+            "replaced), action=clear (seen in use again), by kind", ["kind", "action"], registry=registry)
         self.idle = Gauge("gpuclaim_gc_idle_objects", "Objects of gpuclaim unused at the last sweep, by kind",
                           ["kind"], registry=registry)
         self.leader = Gauge("gpuclaim_gc_leader", "1 while this replica holds the garbage-collection lease",
@@ -128,6 +171,8 @@ class GcMetrics:
             self.would_delete.labels(kind)
             self.kept.labels(kind)
             self.idle.labels(kind)
+            for action in ("mark", "clear"):
+                self.clock_writes.labels(kind, action)
 
 
 @dataclass
@@ -135,8 +180,22 @@ class SweepResult:
     deleted: list[str] = field(default_factory=list)  # "Kind namespace/name"
     would_delete: list[str] = field(default_factory=list)  # dryRun
     kept: list[str] = field(default_factory=list)  # precondition failed
+    marked: list[str] = field(default_factory=list)  # unused-since written
+    cleared: list[str] = field(default_factory=list)  # unused-since removed: in use again
     in_use: int = 0
     waiting: int = 0  # unused, but not for idle_seconds yet
+
+
+Key = tuple[str, str, str, str]  # (kind, namespace, name, uid)
+
+
+@dataclass
+class _Judged:
+    """What one namespace's judgement asks of the API: deletions and unused-since writes."""
+
+    due: list[tuple[str, Key]] = field(default_factory=list)
+    mark: list[tuple[str, Obj, float]] = field(default_factory=list)  # (kind, object, unused since)
+    clear: list[tuple[str, Obj]] = field(default_factory=list)
 
 
 class GarbageCollector:
@@ -154,14 +213,19 @@ class GarbageCollector:
         self.page_size = page_size
         self.delete_interval = 1.0 / max_deletes_per_second
         self.relist_seconds = 10.0
-        self._next_delete = 0.0  # time.monotonic() before which the next DELETE waits
+        self._next_write = 0.0  # time.monotonic() before which the next DELETE or annotation write waits
         self.metrics = GcMetrics(registry)
-        # (kind, namespace, name, uid) -> when this collector first saw it unused
-        self._unused_since: dict[tuple[str, str, str, str], float] = {}
+        # key -> when this collector first saw it unused: the clock while the annotation is not (yet) written
+        # or not trusted, and the only clock in dry_run
+        self._unused_since: dict[Key, float] = {}
+        # key -> when this collector last saw it in use: an unused-since from before is stale (unused_since's
+        # ``used_at``), whether or not its removal succeeded or the view shows it yet
+        self._used_at: dict[Key, float] = {}
 
     def forget(self) -> None:
-        """Leadership lost: timers start again from the next sweep as leader."""
+        """Leadership lost: the in-memory clocks go; the next leader reads the annotations."""
         self._unused_since.clear()
+        self._used_at.clear()
 
     def candidates(self) -> dict[str, list[tuple[str, Obj]]]:
         """namespace -> [(kind, object)] of every object gpuclaim made, from the cluster view."""
@@ -189,15 +253,19 @@ class GarbageCollector:
             params = {"limit": str(self.page_size), "continue": token}
 
     async def sweep(self, *, may_delete: Callable[[], bool] = lambda: True) -> SweepResult:
-        """Judge every candidate once; delete the idle ones while ``may_delete()`` (the lease is still held)."""
+        """Judge every candidate once; write the unused-since annotations and delete the idle objects while
+        ``may_delete()`` (the lease is still held)."""
         result = SweepResult()
         self.metrics.sweeps.inc()
-        seen: set[tuple[str, str, str, str]] = set()
+        seen: set[Key] = set()
+        alive: set[Key] = set()
         idle_counts = dict.fromkeys(KINDS, 0)
         for namespace, objects in sorted(self.candidates().items()):
+            alive.update(_key(kind, obj) for kind, obj in objects)
             try:
-                due = await self._judge(namespace, objects, result, seen, idle_counts)
-                await self._delete_due(namespace, due, result, may_delete)
+                judged = await self._judge(namespace, objects, result, seen, idle_counts)
+                await self._write_clocks(judged, result, may_delete)
+                await self._delete_due(namespace, judged.due, result, may_delete)
             except (ApiError, ApiUnavailable) as exc:  # without the pods nothing here can be judged: skip it
                 log.warning("gc: cannot list the pods of namespace %s: %s", namespace, exc)
                 self.metrics.errors.inc()
@@ -205,34 +273,94 @@ class GarbageCollector:
         for key in list(self._unused_since):
             if key not in seen:
                 del self._unused_since[key]  # in use again, or gone
+        for key in list(self._used_at):
+            if key not in alive:
+                del self._used_at[key]
         for kind, count in idle_counts.items():
             self.metrics.idle.labels(kind).set(count)
         return result
 
     async def _judge(self, namespace: str, objects: list[tuple[str, Obj]], result: SweepResult,
-                     seen: set[tuple[str, str, str, str]], idle_counts: dict[str, int]
-                     ) -> list[tuple[str, tuple[str, str, str, str]]]:
-        """The objects of one namespace unused for idle_seconds by every clock: [(kind, key)]."""
+                     seen: set[Key], idle_counts: dict[str, int]) -> _Judged:
+        """Which objects of one namespace are unused for idle_seconds by every clock, and which unused-since
+        annotations to write or remove."""
         referenced = await self.referenced(namespace)
-        due = []
+        judged = _Judged()
         for kind, obj in objects:
-            meta = obj.get("metadata") or {}
-            key = (kind, namespace, str(meta.get("name", "")), str(meta.get("uid", "")))
-            if _in_use(kind, obj, referenced):
+            key = _key(kind, obj)
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            now = self.now()
+            if _in_use(kind, obj, referenced):  # first, whatever the annotations say
                 result.in_use += 1
+                # any unused-since written before now is stale, also one the view does not show yet
+                self._used_at[key] = now
+                if UNUSED_SINCE_ANNOTATION in annotations or key in self._unused_since:  # (this collector marked it)
+                    judged.clear.append((kind, obj))
                 continue
             seen.add(key)
             idle_counts[kind] += 1
-            now = self.now()
-            since = self._unused_since.setdefault(key, now)
+            first_seen = self._unused_since.setdefault(key, now)
+            since = unused_since(obj, now, used_at=self._used_at.get(key))
+            persisted = since is not None
+            if since is None:  # not persisted yet, or not to be trusted: this collector's first observation counts
+                since = first_seen
             used = last_used(obj)
             if now - since < self.idle_seconds or (used is not None and now - used < self.idle_seconds):
                 result.waiting += 1
+                if not persisted:  # persist it, never before the creation (it would not be trusted when read back)
+                    created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+                    judged.mark.append((kind, obj, since if created is None else max(since, created)))
                 continue
-            due.append((kind, key))
-        return due
+            judged.due.append((kind, key))
+        return judged
 
-    async def _delete_due(self, namespace: str, due: list[tuple[str, tuple[str, str, str, str]]],
+    async def _write_clocks(self, judged: _Judged, result: SweepResult, may_delete: Callable[[], bool]) -> None:
+        """Persist the idle clocks: mark with a resourceVersion precondition (never over a change this sweep did
+        not judge: a touch or a recreation wins, and the object is judged again at the next sweep); clear without
+        one (removing it only makes the collector wait longer). Nothing in dry_run."""
+        if self.dry_run:
+            return
+        for kind, obj in judged.clear:  # first: a use the next leader must know of matters more than a mark
+            if not may_delete():
+                return
+            if await self._patch(kind, obj, {"metadata": {"annotations": {UNUSED_SINCE_ANNOTATION: None}}}, "clear"):
+                result.cleared.append(_where(kind, obj))
+        for kind, obj, since in judged.mark:
+            if not may_delete():
+                return
+            meta = obj.get("metadata") or {}
+            patch = {"metadata": {"resourceVersion": str(meta.get("resourceVersion", "")),
+                                  "annotations": {UNUSED_SINCE_ANNOTATION: format_time(since)}}}
+            if await self._patch(kind, obj, patch, "mark"):
+                result.marked.append(_where(kind, obj))
+
+    async def _patch(self, kind: str, obj: Obj, patch: Obj, action: str) -> bool:
+        meta = obj.get("metadata") or {}
+        path = resource_path(_API, _PLURALS[kind], namespace=str(meta.get("namespace", "")),
+                             name=str(meta.get("name", "")))
+        await self._pace()
+        try:
+            await self.client.patch(path, patch)
+        except ApiError as exc:
+            if exc.code not in (404, 409):  # gone, or changed since judged: judged again at the next sweep
+                log.warning("gc: cannot %s %s on %s: %s", action, UNUSED_SINCE_ANNOTATION, _where(kind, obj), exc)
+                self.metrics.errors.inc()
+            return False
+        except ApiUnavailable as exc:
+            log.warning("gc: cannot %s %s on %s: %s", action, UNUSED_SINCE_ANNOTATION, _where(kind, obj), exc)
+            self.metrics.errors.inc()
+            return False
+        self.metrics.clock_writes.labels(kind, action).inc()
+        return True
+
+    async def _pace(self) -> None:
+        """One API write per ``delete_interval``: a backlog reaches kube-apiserver paced, not as one burst."""
+        pause = self._next_write - time.monotonic()
+        if pause > 0:
+            await asyncio.sleep(pause)
+        self._next_write = time.monotonic() + self.delete_interval
+
+    async def _delete_due(self, namespace: str, due: list[tuple[str, Key]],
                           result: SweepResult, may_delete: Callable[[], bool]) -> None:
         """Delete, paced; the pods are listed again every ``relist_seconds`` of a long run of deletions, and each
         object is read again from the cluster view just before its DELETE (its latest resourceVersion)."""
@@ -252,7 +380,7 @@ class GarbageCollector:
                 continue
             await self._delete(kind, obj, key, result)
 
-    async def _delete(self, kind: str, obj: Obj, key: tuple[str, str, str, str], result: SweepResult) -> None:
+    async def _delete(self, kind: str, obj: Obj, key: Key, result: SweepResult) -> None:
         _, namespace, name, uid = key
         where = f"{kind} {namespace}/{name}"
         if self.dry_run:
@@ -261,10 +389,7 @@ class GarbageCollector:
             result.would_delete.append(where)
             return
         path = resource_path(_API, _PLURALS[kind], namespace=namespace, name=name)
-        pause = self._next_delete - time.monotonic()
-        if pause > 0:
-            await asyncio.sleep(pause)
-        self._next_delete = time.monotonic() + self.delete_interval
+        await self._pace()
         version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
         try:
             await self.client.delete(path, preconditions={"uid": uid, "resourceVersion": version})
@@ -287,6 +412,16 @@ class GarbageCollector:
         self.metrics.deleted.labels(kind).inc()
         self._unused_since.pop(key, None)
         result.deleted.append(where)
+
+
+def _key(kind: str, obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return kind, str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid", ""))
+
+
+def _where(kind: str, obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 async def run(collector: GarbageCollector, elector: LeaderElector, *, interval: float,

@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 from eventually import eventually
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from gpuclaim.double.apiserver import RunningDouble
+from gpuclaim.double.apiserver.faults import Fault
 from gpuclaim.double.apiserver.resources import BY_KIND
 from gpuclaim.kube import garbage, leader
 from gpuclaim.kube.cache import ClusterCache
@@ -286,11 +289,12 @@ FAST = leader.Timing(lease_duration=2.0, renew_deadline=1.5, retry_period=0.25)
 
 
 class Replica:
-    def __init__(self, name: str, client: KubeClient, cache: ClusterCache) -> None:
+    def __init__(self, name: str, client: KubeClient, cache: ClusterCache, *, idle_seconds: float = 0.2,
+                 clock: Callable[[], float] = time.time) -> None:
         self.elector = leader.LeaderElector(client, namespace="gpuclaim", name="gpuclaim-gc", identity=name,
                                             timing=FAST)
-        self.gc = garbage.GarbageCollector(client, cache, registry=CollectorRegistry(), idle_seconds=0.2,
-                                           sharing_annotation=SHARING)
+        self.gc = garbage.GarbageCollector(client, cache, registry=CollectorRegistry(), idle_seconds=idle_seconds,
+                                           sharing_annotation=SHARING, now=clock)
         self.task = asyncio.create_task(garbage.run(self.gc, self.elector, interval=0.1), name=f"gc-{name}")
 
     @property
@@ -363,3 +367,232 @@ async def test_a_replica_that_stops_releases_the_lease_and_the_other_takes_over_
         await a.stop()
         with contextlib.suppress(NameError):
             await b.stop()
+
+
+# ---- the idle clock survives a change of leader (gpuclaim.io/unused-since) -----------------------------------
+
+UNUSED = garbage.UNUSED_SINCE_ANNOTATION
+
+
+def annotation(double: RunningDouble, name: str, rt: Any = TEMPLATE) -> str | None:
+    value = (double.store.get(rt, NS, name)["metadata"].get("annotations") or {}).get(UNUSED)
+    return None if value is None else str(value)
+
+
+async def test_a_new_leader_counts_the_idle_time_from_the_old_leaders_first_observation(
+        double: RunningDouble, client: KubeClient, view: ClusterCache) -> None:
+    await create(double, template("gpuclaim-t"))
+    await create(double, claim("gpuclaim-shared-g"))
+    await settle(view, double)
+    clock = Clock()
+    first = collector(client, view, clock)
+    marked = await first.sweep()
+    assert sorted(marked.marked) == [f"ResourceClaim {NS}/gpuclaim-shared-g", f"ResourceClaimTemplate {NS}/gpuclaim-t"]
+    assert annotation(double, "gpuclaim-t") == annotation(double, "gpuclaim-shared-g", CLAIM) == \
+        garbage.format_time(clock.t)
+    assert sample(first, "gpuclaim_gc_unused_since_writes_total", "ResourceClaimTemplate") is None  # two labels
+    assert first.metrics.registry.get_sample_value("gpuclaim_gc_unused_since_writes_total",
+                                                   {"kind": "ResourceClaimTemplate", "action": "mark"}) == 1
+    await settle(view, double)
+    clock.t += IDLE / 2
+    second = collector(client, view, clock)  # a new leader: nothing in memory
+    waiting = await second.sweep()
+    assert waiting.deleted == [] and waiting.marked == [] and waiting.waiting == 2  # the value is trusted as is
+    clock.t += IDLE / 2 - 1
+    assert (await second.sweep()).deleted == []
+    clock.t += 2  # an idle period after the first leader's observation, half of one after the second's
+    done = await second.sweep()
+    assert sorted(done.deleted) == [f"ResourceClaim {NS}/gpuclaim-shared-g", f"ResourceClaimTemplate {NS}/gpuclaim-t"]
+    assert names(double, TEMPLATE) == names(double, CLAIM) == set()
+
+
+async def test_dry_run_writes_no_annotation(double: RunningDouble, client: KubeClient, view: ClusterCache) -> None:
+    await create(double, template("gpuclaim-t"))
+    await settle(view, double)
+    gc = collector(client, view, Clock(), dry_run=True)
+    assert (await gc.sweep()).marked == []
+    assert annotation(double, "gpuclaim-t") is None
+
+
+async def test_an_object_used_again_between_two_leaders_survives_a_full_idle_period_after_the_use(
+        double: RunningDouble, client: KubeClient, view: ClusterCache) -> None:
+    await create(double, template("gpuclaim-t"))
+    await settle(view, double)
+    clock = Clock()
+    first = collector(client, view, clock)
+    await first.sweep()
+    assert annotation(double, "gpuclaim-t") == garbage.format_time(clock.t)
+    await settle(view, double)
+    clock.t += IDLE / 4
+    await create(double, pod("user", resourceClaimTemplateName="gpuclaim-t"))
+    used = await first.sweep()
+    assert used.in_use == 1 and used.cleared == [f"ResourceClaimTemplate {NS}/gpuclaim-t"]
+    assert annotation(double, "gpuclaim-t") is None  # persisted: the next leader knows it was used
+    await double.store.delete(POD, NS, "user")
+    await settle(view, double)
+    clock.t += IDLE / 4
+    second = collector(client, view, clock)  # the lease changes hands
+    assert (await second.sweep()).marked == [f"ResourceClaimTemplate {NS}/gpuclaim-t"]
+    restarted = clock.t
+    await settle(view, double)
+    clock.t += IDLE / 2 + 1  # an idle period after the first observation, not after the use
+    assert (await second.sweep()).deleted == []
+    clock.t = restarted + IDLE + 1
+    assert (await second.sweep()).deleted == [f"ResourceClaimTemplate {NS}/gpuclaim-t"]
+
+
+async def test_a_use_the_view_has_not_caught_up_with_still_restarts_the_clock(
+        double: RunningDouble, client: KubeClient) -> None:
+    """The cluster view lags its own write: the collector saw the object in use while the view did not show its
+    mark yet, so it removes the mark anyway; and a mark from before a use it saw is not trusted even when the
+    removal failed."""
+    double.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    before = copy.deepcopy(await create(double, template("gpuclaim-t")))
+    lagging = StaleView({"ResourceClaimTemplate": {f"{NS}/gpuclaim-t": before}})
+    clock = Clock()
+    gc = collector(client, lagging, clock)
+    await gc.sweep()
+    marked_at = clock.t
+    assert annotation(double, "gpuclaim-t") == garbage.format_time(marked_at)
+    await create(double, pod("user", resourceClaimTemplateName="gpuclaim-t"))
+    clock.t += IDLE / 2
+    double.faults.add(Fault(kind="status", verbs=frozenset({"patch"}), code=500))  # the removal fails
+    assert (await gc.sweep()).cleared == []
+    assert annotation(double, "gpuclaim-t") == garbage.format_time(marked_at)
+    await double.store.delete(POD, NS, "user")
+    lagging._objects["ResourceClaimTemplate"][f"{NS}/gpuclaim-t"] = copy.deepcopy(
+        double.store.get(TEMPLATE, NS, "gpuclaim-t"))  # the view catches up with the mark, not with the use
+    clock.t = marked_at + IDLE + 1
+    result = await gc.sweep()
+    assert result.deleted == [] and result.marked == [f"ResourceClaimTemplate {NS}/gpuclaim-t"]
+    assert names(double, TEMPLATE) == {"gpuclaim-t"}
+
+
+FORGED = {
+    "malformed": "an hour ago",
+    "a date alone": "2020-01-01",
+    "no zone": "2020-01-01T00:00:00",
+    "fractional seconds": "2020-01-01T00:00:00.5Z",
+    "far future": "2999-01-01T00:00:00Z",
+    "before the creation": "1970-01-01T00:00:00Z",
+}
+
+
+@pytest.mark.parametrize("value", list(FORGED.values()), ids=list(FORGED))
+async def test_a_forged_or_malformed_unused_since_is_not_trusted_and_replaced(
+        double: RunningDouble, client: KubeClient, view: ClusterCache, value: str) -> None:
+    await create(double, template("gpuclaim-t", annotations={UNUSED: value}))
+    await settle(view, double)
+    clock = Clock()
+    gc = collector(client, view, clock)
+    first = await gc.sweep()
+    assert first.deleted == [] and first.marked == [f"ResourceClaimTemplate {NS}/gpuclaim-t"]
+    assert annotation(double, "gpuclaim-t") == garbage.format_time(clock.t)
+    await settle(view, double)
+    clock.t += IDLE - 1
+    assert (await collector(client, view, clock).sweep()).deleted == []  # a new leader: counted from the mark
+    clock.t += 2
+    assert (await collector(client, view, clock).sweep()).deleted == [f"ResourceClaimTemplate {NS}/gpuclaim-t"]
+
+
+@pytest.mark.parametrize("value", ["1970-01-01T00:00:00Z", "2000-01-01T00:00:00Z", "garbage", None],
+                         ids=["before the creation", "long ago", "malformed", "absent"])
+async def test_an_object_in_use_is_never_deleted_whatever_its_annotations_say(
+        double: RunningDouble, client: KubeClient, view: ClusterCache, value: str | None) -> None:
+    long_ago = {garbage.LAST_USED_ANNOTATION: "2000-01-01T00:00:00Z"}
+    await create(double, template("gpuclaim-t", annotations={**long_ago, **({UNUSED: value} if value else {})}))
+    await create(double, claim("gpuclaim-shared-g", annotations={SHARING: "g", **long_ago,
+                                                                 **({UNUSED: value} if value else {})}))
+    reserved = copy.deepcopy(double.store.get(CLAIM, NS, "gpuclaim-shared-g"))
+    reserved["status"] = {"reservedFor": [{"resource": "pods", "name": "other", "uid": "u-1"}]}
+    await double.store.update(CLAIM, NS, "gpuclaim-shared-g", reserved, subresource="status")
+    await create(double, pod("user", resourceClaimTemplateName="gpuclaim-t"))
+    await settle(view, double)
+    clock = Clock()
+    clock.t += 10 * IDLE
+    for _ in range(2):  # an old leader, then a new one, long after the creation
+        result = await collector(client, view, clock).sweep()
+        assert result.deleted == [] and result.marked == [] and result.in_use == 2
+        await settle(view, double)
+    assert annotation(double, "gpuclaim-t") is None and annotation(double, "gpuclaim-shared-g", CLAIM) is None
+    assert names(double, TEMPLATE) == {"gpuclaim-t"} and names(double, CLAIM) == {"gpuclaim-shared-g"}
+
+
+async def test_a_mark_is_never_written_over_a_change_the_collector_did_not_judge(
+        double: RunningDouble, client: KubeClient) -> None:
+    """The mark carries the judged resourceVersion: a touch by admission on another replica in between wins."""
+    double.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    before = copy.deepcopy(await create(double, template("gpuclaim-t")))
+    current = copy.deepcopy(before)
+    current["metadata"]["annotations"] = {garbage.LAST_USED_ANNOTATION: garbage.format_time(time.time())}
+    await double.store.update(TEMPLATE, NS, "gpuclaim-t", current)
+    gc = collector(client, StaleView({"ResourceClaimTemplate": {f"{NS}/gpuclaim-t": before}}), Clock())
+    result = await gc.sweep()
+    assert result.marked == [] and result.waiting == 1
+    assert annotation(double, "gpuclaim-t") is None
+    assert gc.metrics.registry.get_sample_value("gpuclaim_gc_errors_total") == 0
+
+
+def _epoch(days: float) -> float:
+    return 1_700_000_000.0 + days * 86_400
+
+
+@settings(max_examples=300, deadline=None)
+@given(created_days=st.integers(0, 1000), offset=st.integers(-10**8, 10**8), now_days=st.integers(0, 2000),
+       used_days=st.none() | st.integers(0, 2000), junk=st.none() | st.text(max_size=30))
+def test_unused_since_is_trusted_only_within_its_bounds(created_days: int, offset: int, now_days: int,
+                                                        used_days: int | None, junk: str | None) -> None:
+    created = _epoch(created_days)
+    since = created + offset  # by construction, as often before the creation as after it, and often in range
+    value = junk if junk is not None else garbage.format_time(since)
+    now = _epoch(now_days)
+    used_at = None if used_days is None else _epoch(used_days)
+    obj = {"metadata": {"creationTimestamp": garbage.format_time(created), "annotations": {UNUSED: value}}}
+    trusted = garbage.unused_since(obj, now, used_at=used_at)
+    if junk is not None and garbage.parse_strict_time(junk) is None:
+        assert trusted is None
+        return
+    parsed = garbage.parse_strict_time(value)
+    assert parsed is not None
+    in_bounds = created <= parsed <= now + garbage.CLOCK_SKEW_SECONDS and (used_at is None or parsed >= used_at)
+    assert trusted == (parsed if in_bounds else None)
+    if trusted is not None:  # what a mark writes reads back as the same time
+        assert garbage.parse_strict_time(garbage.format_time(trusted)) == trusted
+
+
+@pytest.mark.parametrize("handover", ["released", "expired"])
+async def test_after_a_handover_the_new_leader_deletes_once_idle_since_the_old_leaders_observation(
+        double: RunningDouble, client: KubeClient, view: ClusterCache, handover: str) -> None:
+    """Two replicas on one Lease with a shared injected clock: the first leader sees the template unused and
+    hands over half an idle period later; the second deletes it an idle period after the first one's observation
+    (before the fix: half an idle period later than that, counted from its own first sweep)."""
+    double.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpuclaim"}})
+    clock = Clock()
+    a = Replica("a", client, view, idle_seconds=IDLE, clock=clock)
+    await _until(lambda: a.elector.is_leader)
+    b = Replica("b", client, view, idle_seconds=IDLE, clock=clock)
+    try:
+        def sweeps(replica: Replica) -> float:
+            return replica.gc.metrics.registry.get_sample_value("gpuclaim_gc_sweeps_total") or 0.0
+
+        await create(double, template("gpuclaim-t"))
+        await settle(view, double)
+        observed, before = clock.t, sweeps(a)
+        await _until(lambda: sweeps(a) >= before + 2)  # a has seen it unused
+        clock.t += IDLE / 2
+        if handover == "expired":
+            async def crashed() -> bool:
+                return False
+
+            a.elector.release = crashed  # type: ignore[method-assign]
+        await a.stop()
+        await _until(lambda: b.elector.is_leader)
+        before = sweeps(b)
+        await _until(lambda: sweeps(b) >= before + 3)
+        assert names(double, TEMPLATE) == {"gpuclaim-t"}  # not idle yet: b trusts a's observation, not less
+        clock.t = observed + IDLE + 1
+        await _until(lambda: names(double, TEMPLATE) == set())
+        assert b.deleted == 1 and a.deleted == 0
+    finally:
+        await a.stop()
+        await b.stop()
