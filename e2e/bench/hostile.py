@@ -175,22 +175,26 @@ async def _attack(url: str, ca_pem: bytes, idle: int, pods: int) -> None:
         # finding 4: idle TLS connections (handshake done, then silence), then distinct 1.4 MB pods
         host, _, port = url.removeprefix("https://").rpartition(":")
         held: list[asyncio.StreamWriter] = []
+        refused = 0
         for _ in range(idle):
-            try:
+            try:  # past webhook.maxConnections the webhook resets a new connection as it accepts it
                 _reader, writer = await asyncio.open_connection(host, int(port), ssl=ctx)
                 held.append(writer)
             except OSError:
-                break
-        say({"class": "4_idle_connections", "opened": len(held)})
+                refused += 1
+        say({"class": "4_idle_connections", "opened": len(held), "refused": refused})
         say({"measure": "idle"})
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         started = time.perf_counter()
         statuses: dict[str, int] = {}
         internal = 0
         for n in range(pods):
-            async with session.post(url + "/mutate", data=big_pod(n),
-                                    headers={"Content-Type": "application/json"}) as response:
-                answer = _verdict(response.status, await response.read())
+            try:
+                async with session.post(url + "/mutate", data=big_pod(n),
+                                        headers={"Content-Type": "application/json"}) as response:
+                    answer = _verdict(response.status, await response.read())
+            except (aiohttp.ClientError, TimeoutError) as exc:  # e.g. a new connection refused at the cap
+                answer = {"http": type(exc).__name__, "internal_error": False}
             key = f"{answer['http']}/{answer.get('allowed')}"
             statuses[key] = statuses.get(key, 0) + 1
             internal += answer["internal_error"]
@@ -211,19 +215,27 @@ async def _steady(session: aiohttp.ClientSession, url: str, stop: asyncio.Event,
     async def admission(i: int) -> None:
         body = pod_review(f"o-{i}") if i % 2 else claim_review(f"o-{i}")
         started = time.perf_counter()
-        async with session.post(url + ("/mutate" if i % 2 else "/validate"), data=body,
-                                headers={"Content-Type": "application/json"}) as response:
-            answer = _verdict(response.status, await response.read())
+        try:
+            async with session.post(url + ("/mutate" if i % 2 else "/validate"), data=body,
+                                    headers={"Content-Type": "application/json"}) as response:
+                answer = _verdict(response.status, await response.read())
+        except (aiohttp.ClientError, TimeoutError) as exc:  # a failure of the ordinary load, not a lost sample
+            errors.append(f"ordinary {i}: {type(exc).__name__}: {exc}")
+            return
         ordinary.append(time.perf_counter() - started)
         if answer["internal_error"] or answer.get("allowed") is not True:
             errors.append(f"ordinary {i}: {answer}")
 
     async def probe() -> None:
         started = time.perf_counter()
-        async with session.get(url + "/healthz") as response:
-            await response.read()
-            if response.status != 200:
-                errors.append(f"healthz {response.status}")
+        try:
+            async with session.get(url + "/healthz") as response:
+                await response.read()
+                if response.status != 200:
+                    errors.append(f"healthz {response.status}")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            errors.append(f"healthz {type(exc).__name__}: {exc}")
+            return
         healthz.append(time.perf_counter() - started)
 
     tasks: set[asyncio.Task[None]] = set()
@@ -305,7 +317,7 @@ async def _bench(quick: bool) -> dict[str, Any]:
             "baseline_healthz_p99_ms": round(_percentile(base_healthz, 0.99) * 1000, 2),
             "baseline_ordinary_p99_ms": round(_percentile(base_ordinary, 0.99) * 1000, 2),
             "baseline_ordinary_p50_ms": round(_percentile(base_ordinary, 0.50) * 1000, 2),
-            "ordinary_failures": errors[:20], "internal_errors": internal,
+            "ordinary_failures": errors[:20], "ordinary_failure_count": len(errors), "internal_errors": internal,
             "rss_mb": round(rss, 1), "rss_start_mb": round(rss_start, 1),
             "classes": results,
             "targets": {"healthz_p99_ms": 50, "ordinary_p99_ms": 20, "internal_errors": 0, "rss_mb": 300},

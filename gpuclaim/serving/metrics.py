@@ -6,7 +6,7 @@ from collections.abc import Callable
 from importlib import metadata
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Gauge, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 
@@ -17,10 +17,32 @@ def version() -> str:
         return "unknown"
 
 
+async def _healthz(_request: web.Request) -> web.Response:
+    """The process is alive and its event loop answers, on the metrics port: it keeps answering while the main
+    site is at its connection limit (each site counts its own connections)."""
+    return web.Response(text="ok\n")
+
+
 def create_metrics_app(registry: CollectorRegistry) -> web.Application:
     app = web.Application()
     app.router.add_get("/metrics", make_aiohttp_handler(registry))
+    app.router.add_get("/healthz", _healthz)
     return app
+
+
+class ConnectionMetrics:
+    """`gpuclaim_connections_open{site}` and `gpuclaim_connections_refused_total{site}`, site `main` (the TLS
+    port) or `metrics`: the connections each listening site holds, and those it closed at accept because it
+    held `maxConnections` already."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.open = Gauge("gpuclaim_connections_open", "connections open on a listening site", ["site"],
+                          registry=registry)
+        self.refused = Counter("gpuclaim_connections_refused_total",
+                               "connections closed as they were accepted: the site held maxConnections already",
+                               ["site"], registry=registry)
+        for site in ("main", "metrics"):
+            self.refused.labels(site=site)
 
 
 def register_server_metrics(registry: CollectorRegistry, *, component: str,

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from gpuclaim.dra.config import ConnectionTimeouts, split_listen
 from gpuclaim.serving.connections import BOUNDS, BoundedSite, Bounds
-from gpuclaim.serving.metrics import create_metrics_app
+from gpuclaim.serving.metrics import ConnectionMetrics, create_metrics_app
 
 log = logging.getLogger("gpuclaim.serving")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -61,9 +61,10 @@ def _small_tls_read_buffers() -> None:
 SWITCH_INTERVAL_SECONDS = 0.0005
 
 
-def bounds_of(timeouts: ConnectionTimeouts) -> Bounds:
+def bounds_of(timeouts: ConnectionTimeouts, max_connections: int) -> Bounds:
     return Bounds(handshake_seconds=timeouts.handshake_seconds, header_seconds=timeouts.header_seconds,
-                  body_seconds=timeouts.body_seconds, idle_seconds=timeouts.idle_seconds)
+                  body_seconds=timeouts.body_seconds, idle_seconds=timeouts.idle_seconds,
+                  max_connections=max_connections)
 
 
 @web.middleware
@@ -79,11 +80,11 @@ async def _track(request: web.Request, handler: Handler) -> web.StreamResponse:
             in_flight.discard(task)
 
 
-def install(app: web.Application, *, timeouts: ConnectionTimeouts) -> None:
+def install(app: web.Application, *, timeouts: ConnectionTimeouts, max_connections: int) -> None:
     """Make `app` servable by `serve`: the lifecycle state, in-flight tracking (outermost middleware) and the
-    connection bounds (`connections.read_body` reads the body bound from the app)."""
+    connection bounds (`connections.read_body` reads the body bound from the app; `serve` the others)."""
     app[LIFECYCLE] = Lifecycle()
-    app[BOUNDS] = bounds_of(timeouts)
+    app[BOUNDS] = bounds_of(timeouts, max_connections)
     app.middlewares.insert(0, _track)
 
 
@@ -116,8 +117,11 @@ async def serve(app: web.Application, *, listen: str, metrics_listen: str | None
     switch_interval = sys.getswitchinterval()
     try:
         sys.setswitchinterval(min(switch_interval, SWITCH_INTERVAL_SECONDS))  # process-wide: restored on the way out
+        connection_metrics = ConnectionMetrics(registry)
         host, port = split_listen(listen)
-        site = BoundedSite(runner, host, port, bounds=bounds, ssl_context=ssl_context)
+        site = BoundedSite(runner, host, port, bounds=bounds, ssl_context=ssl_context,
+                           on_refused=connection_metrics.refused.labels(site="main").inc)
+        connection_metrics.open.labels(site="main").set_function(lambda: site.gate.open)
         await site.start()
         urls = [site.url()]
         if metrics_listen is not None:
@@ -125,7 +129,9 @@ async def serve(app: web.Application, *, listen: str, metrics_listen: str | None
                                            shutdown_timeout=1.0, keepalive_timeout=bounds.idle_seconds)
             await metrics_runner.setup()
             m_host, m_port = split_listen(metrics_listen)
-            metrics_site = BoundedSite(metrics_runner, m_host, m_port, bounds=bounds)
+            metrics_site = BoundedSite(metrics_runner, m_host, m_port, bounds=bounds,
+                                       on_refused=connection_metrics.refused.labels(site="metrics").inc)
+            connection_metrics.open.labels(site="metrics").set_function(lambda: metrics_site.gate.open)
             await metrics_site.start()
             urls.append(metrics_site.url())
         # start-up objects (modules, CEL grammar, config) live as long as the process: keep the cycle collector

@@ -11,69 +11,19 @@ import asyncio
 import contextlib
 import ssl
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from aiohttp import web
-from prometheus_client import CollectorRegistry
 
-from gpuclaim.certs.files import reloading_server_context
-from gpuclaim.double import tls as selfsigned
-from gpuclaim.dra.config import load_config
-from gpuclaim.serving import run as serving
+from . import served
 
 BOUNDS = {"handshakeSeconds": 0.6, "headerSeconds": 0.6, "bodySeconds": 0.6, "idleSeconds": 4.0}
 SLACK = 2.0  # the machine is shared and loaded: a close may come this much after its bound, never before it
 # idleSeconds - SLACK > the other bounds: a close at the idle bound fails the header and body tests
 
 
-@dataclass
-class Served:
-    host: str
-    port: int
-    client: ssl.SSLContext
-    app: web.Application
-
-
-def _app(kind: str, tls_dir: Path) -> tuple[web.Application, CollectorRegistry, ssl.SSLContext, ssl.SSLContext]:
-    """The server's app as its command builds it, its registry, the server's TLS context and a client's."""
-    tls = selfsigned.issue(tls_dir, hosts=("127.0.0.1",))
-    reloader = reloading_server_context(cert_file=tls.cert_path, key_file=tls.key_path)
-    registry = CollectorRegistry()
-    if kind == "webhook":
-        from gpuclaim.webhook import admit
-        from gpuclaim.webhook import app as webhook_app
-
-        config = load_config({"webhook": {"timeouts": BOUNDS}})
-        application = webhook_app.create_app(config, checks=admit.core_checks(own_namespace="gpuclaim"),
-                                             reloader=reloader, registry=registry)
-    else:
-        from gpuclaim.extender import app as extender_app
-        from gpuclaim.extender.offline import OfflineView
-
-        config = load_config({"extender": {"timeouts": BOUNDS}})
-        application = extender_app.create_app(config, view=OfflineView([], config=config.extender),
-                                              reloader=reloader, registry=registry)
-    return application, registry, reloader.context, ssl.create_default_context(cafile=str(tls.ca_path))
-
-
-@contextlib.asynccontextmanager
-async def serve(kind: str, tls_dir: Path) -> AsyncIterator[Served]:
-    application, registry, server_context, client = _app(kind, tls_dir)
-    started: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-    task = asyncio.create_task(serving.serve(
-        application, listen="127.0.0.1:0", metrics_listen=None, registry=registry, ssl_context=server_context,
-        grace_period=1.0, on_started=started.set_result, stop=stop))
-    try:
-        url = (await asyncio.wait_for(started, 30))[0]
-        host, port = url.removeprefix("https://").rsplit(":", 1)
-        yield Served(host, int(port), client, application)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
+def serve(kind: str, tls_dir: Path) -> contextlib.AbstractAsyncContextManager[served.Served]:
+    return served.serve(kind, tls_dir, {"timeouts": BOUNDS})
 
 
 async def _closed_after(reader: asyncio.StreamReader, limit: float) -> float:
