@@ -60,11 +60,57 @@ class _Checker:
             self.device_fields["allowMultipleAllocations"] = t.BOOL
         self.scopes: list[dict[str, t.Type]] = []
         self.out: Checked
+        # cel-go's type variables: `[]` is list(_var0); uses bind _var0 through unification, and the
+        # bindings hold for the whole expression (checker/checker.go, checker/types.go)
+        self.mapping: t.Mapping = {}
+        self.fresh = 0
 
     def run(self, expr: ast.Expr) -> Checked:
         self.out = Checked(expr)
         self.out.expr = self.visit(expr)
+        # as cel-go does at the end: every type with its variables' bindings, the free ones dyn
+        types = self.out.types
+        for key, ty in types.items():
+            if t.has_param(ty):
+                types[key] = t.substitute(self.mapping, ty, True)
         return self.out
+
+    def new_var(self) -> t.Type:
+        self.fresh += 1
+        return t.Type(f"_var{self.fresh - 1}")
+
+    def assignable(self, t1: t.Type, t2: t.Type) -> bool:
+        """cel-go ``checker.isAssignable``: t1 assignable to t2, keeping the bindings if so."""
+        m = t.is_assignable(self.mapping, t1, t2)
+        if m is None:
+            return False
+        self.mapping = m
+        return True
+
+    def sub(self, ty: t.Type) -> t.Type:
+        return t.substitute(self.mapping, ty, False) if t.has_param(ty) else ty
+
+    def shown(self, ty: t.Type) -> str:
+        """A type as "no matching overload" shows it: bound variables replaced, free ones dyn."""
+        return str(t.substitute(self.mapping, ty, True))
+
+    def mismatch(self, pos: int, expected: t.Type, found: t.Type) -> CelCompileError:
+        # cel-go's typeMismatch prints the types as they are (a free variable by its name)
+        return self.fail(pos, f"expected type '{expected}' but found '{found}'")
+
+    def assert_type(self, e: ast.Expr, expected: t.Type) -> None:
+        found = self.out.type_of(e)
+        if not self.assignable(expected, found):
+            raise self.mismatch(e.pos, expected, found)
+
+    def join(self, e: ast.Expr, previous: t.Type | None, current: t.Type) -> t.Type:
+        """cel-go ``joinTypes`` of literal elements (mixed elements are dyn here; the homogeneous-literal
+        validator refuses them afterwards)."""
+        if previous is None:
+            return current
+        if self.assignable(previous, current):
+            return t.most_general(previous, current)
+        return t.DYN
 
     def fail(self, pos: int, message: str, hint: str | None = None) -> CelCompileError:
         return error_at(self.text, pos, message, hint=hint)
@@ -97,15 +143,22 @@ class _Checker:
             case ast.Call():
                 return self.call(e)
             case ast.ListExpr():
-                e.elements = [self.visit(x) for x in e.elements]
-                types = [self.unwrap(x, i in e.optional) for i, x in enumerate(e.elements)]
-                elem = t.common(types) if e.elements else t.FREE
-                return self.set(e, t.list_of(elem))
+                elem: t.Type | None = None
+                for i, x in enumerate(e.elements):
+                    e.elements[i] = x = self.visit(x)
+                    elem = self.join(x, elem, self.unwrap(x, i in e.optional))
+                return self.set(e, t.list_of(self.new_var() if elem is None else elem))
             case ast.MapExpr():
-                e.entries = [(self.visit(k), self.visit(v)) for k, v in e.entries]
-                kt = t.common([self.out.type_of(k) for k, _ in e.entries]) if e.entries else t.FREE
-                vts = [self.unwrap(v, i in e.optional) for i, (_, v) in enumerate(e.entries)]
-                vt = t.common(vts) if e.entries else t.FREE
+                kt: t.Type | None = None
+                vt: t.Type | None = None
+                for i, (k, v) in enumerate(e.entries):
+                    k = self.visit(k)
+                    kt = self.join(k, kt, self.out.type_of(k))
+                    v = self.visit(v)
+                    vt = self.join(v, vt, self.unwrap(v, i in e.optional))
+                    e.entries[i] = (k, v)
+                if kt is None or vt is None:
+                    kt, vt = self.new_var(), self.new_var()
                 return self.set(e, t.map_of(kt, vt))
             case ast.Comprehension():
                 return self.comprehension(e)
@@ -114,79 +167,94 @@ class _Checker:
     def unwrap(self, e: ast.Expr, optional: bool) -> t.Type:
         """The type an element adds to its literal: the value type of an optional (`?x`) one."""
         ty = self.out.type_of(e)
-        if not optional:
+        if not optional or ty.is_dyn:
             return ty
         if ty.name == "optional_type":
             return ty.params[0]
-        if ty.is_dyn:
-            return t.DYN
-        raise self.fail(e.pos, f"found no matching overload for 'optional literal' applied to '({ty})'")
+        raise self.mismatch(e.pos, t.optional_of(ty), ty)
 
     def select(self, e: ast.Select) -> ast.Expr:
         name = _qualified_name(e)
         if name is not None and name in QUALIFIED:
             raise self.fail(e.pos, f"undeclared reference to '{name}' (in container '')")
         e.operand = self.visit(e.operand)
-        operand = self.out.type_of(e.operand)
-        optional = operand.name == "optional_type"
-        if optional:
+        ty = self.select_field(e.pos, self.out.type_of(e.operand), e.field, optional=False)
+        return self.set(e, t.BOOL if e.test_only else self.sub(ty))
+
+    def select_field(self, pos: int, operand: t.Type, name: str, *, optional: bool) -> t.Type:
+        """cel-go ``checkSelectField``: the type of `operand.name` (`operand.?name` if optional)."""
+        operand = self.sub(operand)
+        inside = operand.name == "optional_type"
+        if inside:
             operand = operand.params[0]  # `x.?a.b`: selection continues inside the optional
         if operand == t.DEVICE:
-            ty = self.device_fields.get(e.field)
+            if optional:
+                raise self.fail(pos, "optional field selection is not supported on device")
+            ty = self.device_fields.get(name)
             if ty is None:
-                raise self.fail(e.pos, f"undefined field '{e.field}'")
+                raise self.fail(pos, f"undefined field '{name}'")
         elif operand.name == "map":
             ty = operand.params[1]
-        elif operand.is_dyn:
+        elif operand.is_param:
+            self.assignable(t.DYN, operand)  # the variable becomes dyn, as cel-go binds it
+            ty = t.DYN
+        elif operand.is_dyn or operand == t.ERROR:
             ty = t.DYN
         else:
-            raise self.fail(e.pos, f"type '{operand}' does not support field selection")
-        if optional and not e.test_only:
-            ty = t.optional_of(ty)
-        return self.set(e, t.BOOL if e.test_only else ty)
+            raise self.fail(pos, f"type '{operand}' does not support field selection")
+        return t.optional_of(ty) if inside or optional else ty
+
+    def range_vars(self, e: ast.Comprehension) -> tuple[t.Type, t.Type]:
+        """The iteration variables' types: element (or key), and for two variables index/key and value."""
+        rng = self.sub(self.out.type_of(e.iter_range))
+        if rng.name == "list":
+            return (t.INT, rng.params[0]) if e.iter_var2 is not None else (rng.params[0], t.DYN)
+        if rng.name == "map":
+            return rng.params[0], rng.params[1]
+        if rng.is_dyn or rng.is_param or rng == t.ERROR:
+            self.assignable(t.DYN, rng)  # a free range becomes dyn (cel-go checkComprehension)
+            return t.DYN, t.DYN
+        raise self.fail(e.iter_range.pos, f"expression of type '{rng}' cannot be range of a comprehension "
+                        "(must be list, map, or dynamic)")
 
     def two_variable(self, e: ast.Comprehension) -> ast.Expr:
+        """ext.TwoVarComprehensions: gpuclaim keeps the user's expressions (loop_step, filter); they are typed
+        as the steps cel-go builds around them (ext/comprehensions.go)."""
         e.iter_range = self.visit(e.iter_range)
         e.accu_init = self.visit(e.accu_init)
-        rng = self.out.type_of(e.iter_range)
-        if rng.name == "list":
-            v1, v2 = t.INT, rng.params[0]
-        elif rng.name == "map":
-            v1, v2 = rng.params
-        elif rng.is_dyn:
-            v1, v2 = t.DYN, t.DYN
-        else:
-            raise self.fail(e.iter_range.pos, f"expression of type '{rng}' cannot be range of a comprehension "
-                            "(must be list, map, or dynamic)")
+        accu = self.out.type_of(e.accu_init)
+        v1, v2 = self.range_vars(e)
         self.scopes.append({e.iter_var: v1, e.iter_var2: v2})  # type: ignore[dict-item]
         if e.filter is not None:
             e.filter = self.visit(e.filter)
-            self.expect_bool(e.filter)
         e.loop_cond = self.visit(e.loop_cond)
         e.loop_step = self.visit(e.loop_step)
         self.scopes.pop()
-        step = self.out.type_of(e.loop_step)
-        if e.macro in ("all2", "exists2", "existsOne2"):
-            self.expect_bool(e.loop_step)
-            result = t.BOOL
+        body = self.out.type_of(e.loop_step)
+        if e.macro in ("all2", "exists2"):
+            step = self.logical(e.loop_step)  # accu && body / accu || body
+        elif e.macro == "existsOne2":
+            step = self.resolve(e.pos, "_?_:_", [body, t.INT, t.INT], member=False)  # body ? accu + 1 : accu
         elif e.macro == "transformList":
-            result = t.list_of(step)
+            step = self.resolve(e.pos, "_+_", [accu, t.list_of(body)], member=False)  # accu + [body]
         elif e.macro == "transformMap":
-            result = t.map_of(v1, step)
-        elif step.name == "map" or step.is_dyn:
-            result = step if step.name == "map" else t.map_of(t.DYN, t.DYN)
+            step = self.resolve(e.pos, "cel.@mapInsert", [accu, v1, body], member=False)
         else:
-            raise self.fail(e.loop_step.pos, f"found no matching overload for 'transformMapEntry' applied to "
-                            f"'({step})'")
-        self.scopes.append({e.accu_var: result})
+            step = self.resolve(e.pos, "cel.@mapInsert", [accu, body], member=False)
+        if e.filter is not None:
+            step = self.resolve(e.pos, "_?_:_", [self.out.type_of(e.filter), step, accu], member=False)
+        if not self.assignable(accu, step):
+            raise self.mismatch(e.loop_step.pos, accu, step)
+        self.scopes.append({e.accu_var: accu})
         e.result = self.visit(e.result)
         self.scopes.pop()
-        return self.set(e, result)
+        return self.set(e, self.sub(self.out.type_of(e.result)))
 
-    def expect_bool(self, e: ast.Expr) -> None:
-        ty = self.out.type_of(e)
-        if ty != t.BOOL and not ty.is_dyn:
-            raise self.fail(e.pos, f"found no matching overload for '_&&_' applied to '(bool, {ty})'")
+    def logical(self, e: ast.Expr) -> t.Type:
+        """An operand of `&&` / `||`: cel-go requires it assignable to bool ("expected type 'bool' ...")."""
+        if not self.assignable(self.out.type_of(e), t.BOOL):
+            raise self.mismatch(e.pos, t.BOOL, self.out.type_of(e))
+        return t.BOOL
 
     def sort_by(self, e: ast.Comprehension) -> ast.Expr:
         """ext.Lists v3's sortBy(x, key): only in the scheduler's StoredExpressions environment in 1.34."""
@@ -194,7 +262,10 @@ class _Checker:
             raise self.fail(e.pos, "undeclared reference to 'sortBy' (in container '')")
         e.iter_range = self.visit(e.iter_range)
         e.accu_init = self.visit(e.accu_init)
-        rng = self.out.type_of(e.iter_range)
+        rng = self.sub(self.out.type_of(e.iter_range))
+        if rng.is_param:
+            self.assignable(t.DYN, rng)
+            rng = t.DYN
         if rng.name != "list" and not rng.is_dyn:
             raise self.fail(e.pos, f"found no matching overload for 'sortBy' applied to '{rng}.(dyn)'")
         elem = rng.params[0] if rng.name == "list" else t.DYN
@@ -208,34 +279,24 @@ class _Checker:
         return self.set(e, t.list_of(elem))
 
     def comprehension(self, e: ast.Comprehension) -> ast.Expr:
+        """cel-go ``checkComprehension``: the macros' expansions are typed as written, so the element type of
+        an iterated `[]` is what the body binds it to (`[].filter(y, y == 0u)` is a list(uint))."""
         if e.macro == "sortBy":
             return self.sort_by(e)
         if e.iter_var2 is not None:
             return self.two_variable(e)
         e.iter_range = self.visit(e.iter_range)
         e.accu_init = self.visit(e.accu_init)
-        rng = self.out.type_of(e.iter_range)
-        if rng.name == "list" or rng.name == "map":
-            var_t = rng.params[0]
-        elif rng.is_dyn:
-            var_t = t.DYN
-        else:
-            raise self.fail(e.iter_range.pos, f"expression of type '{rng}' cannot be range of a comprehension "
-                            "(must be list, map, or dynamic)")
         accu_t = self.out.type_of(e.accu_init)
-        if e.macro in ("map", "filter"):
-            accu_t = t.list_of(t.FREE)  # the element type comes from what each step appends
+        var_t = self.range_vars(e)[0]
         self.scopes.append({e.accu_var: accu_t} if e.macro == "bind" else {e.iter_var: var_t, e.accu_var: accu_t})
         e.loop_cond = self.visit(e.loop_cond)
+        self.assert_type(e.loop_cond, t.BOOL)
         e.loop_step = self.visit(e.loop_step)
-        if e.macro in ("map", "filter"):
-            # The element type of the built list is the type of what each step appends.
-            step_t = self.out.type_of(e.loop_step)
-            self.scopes[-1][e.accu_var] = step_t
-            self.out.types[e.accu_init.id] = step_t
+        self.assert_type(e.loop_step, accu_t)
         e.result = self.visit(e.result)
         self.scopes.pop()
-        return self.set(e, self.out.type_of(e.result))
+        return self.set(e, self.sub(self.out.type_of(e.result)))
 
     def call(self, e: ast.Call) -> ast.Expr:
         if e.target is not None:
@@ -250,41 +311,90 @@ class _Checker:
         if member:
             e.target = self.visit(e.target)  # type: ignore[arg-type]
         e.args = [self.visit(a) for a in e.args]
-        candidates = self.table.get((e.function, member))
-        if candidates is None and (e.function, not member) not in self.table:
+        if (e.function, member) not in self.table and (e.function, not member) not in self.table:
             raise self.fail(e.pos, f"undeclared reference to '{e.function}' (in container '')")
+        if e.function == "_?._" and not member and isinstance(e.args[1], ast.Const) and isinstance(
+                e.args[1].value, str):
+            # cel-go checkOptSelect: typed as a field selection that yields an optional
+            self.out.overloads[e.id] = self.table[("_?._", False)]
+            ty = self.select_field(e.pos, self.out.type_of(e.args[0]), e.args[1].value, optional=True)
+            return self.set(e, self.sub(ty))
+        if e.function in ("_&&_", "_||_"):
+            for a in e.args:
+                self.logical(a)
+            self.out.overloads[e.id] = self.table[(e.function, False)]
+            return self.set(e, t.BOOL)
         arg_types = ([self.out.type_of(e.target)] if e.target is not None else []) + [
             self.out.type_of(a) for a in e.args
         ]
+        return self.set(e, self.resolve(e.pos, e.function, arg_types, member=member, node=e.id))
+
+    def resolve(self, pos: int, function: str, arg_types: list[t.Type], *, member: bool, node: int = 0) -> t.Type:
+        """cel-go ``resolveOverload``: every overload (in declaration order) whose parameters, instantiated with
+        fresh type variables, the arguments are assignable to; the first match binds the variables, so later
+        ones must agree with it. The result is the first match's, or dyn if the matches' results differ."""
+        candidates = _MAP_INSERT if function == "cel.@mapInsert" else self.table.get((function, member), [])
         matched: list[Overload] = []
-        results: list[t.Type] = []
-        for o in candidates or []:
+        result: t.Type | None = None
+        concrete = not any(t.has_param(a) for a in arg_types)
+        for o in candidates:
             if len(o.params) != len(arg_types):
                 continue
-            subst: t.Subst = {}
-            if all(t.assignable(p, a, subst) for p, a in zip(o.params, arg_types, strict=True)):
+            if concrete:  # the common case: nothing of the expression's to bind
+                local = t.assignable_local(arg_types, o.params)
+                if local is None:
+                    continue
                 matched.append(o)
-                results.append(t.substitute(o.result, subst))
-        if not matched and e.function in _RELATIONAL and t.NULL in arg_types and all(
-                a == t.NULL or a.is_dyn for a in arg_types):
-            # cel-go's null is assignable to its timestamp/duration overloads: it compiles, then fails
-            self.out.overloads[e.id] = []
-            return self.set(e, t.BOOL)
-        if not matched:
+                ret = o.result
+                if o.generic:
+                    ret = t.substitute(local, ret, False)
+                    if t.has_param(ret):  # `optional.none()`: a parameter no argument binds is a fresh variable
+                        ret = t.substitute({"_A": self.new_var(), "_B": self.new_var()}, ret, False)
+                if result is None:
+                    result = ret
+                elif not result.is_dyn and ret != result:
+                    result = t.DYN
+                continue
+            params, ret = o.params, o.result
+            if o.generic:
+                fresh = {"_A": self.new_var(), "_B": self.new_var()}
+                params = tuple(t.substitute(fresh, p, False) for p in params)
+                ret = t.substitute(fresh, ret, False)
+            m = t.is_assignable_list(self.mapping, arg_types, params)
+            if m is None:
+                continue
+            self.mapping = m
+            matched.append(o)
+            ret = self.sub(ret)
+            if result is None:
+                result = ret
+            elif not result.is_dyn and ret != result:
+                result = t.DYN
+        if result is None and function in _RELATIONAL and all(
+                a == t.NULL or a.is_dyn or a.is_param for a in arg_types) and t.NULL in arg_types:
+            # cel-go's null is assignable to its timestamp overloads: it compiles (a free variable becomes a
+            # timestamp), then fails at run time
+            for a in arg_types:
+                self.assignable(a, t.TIMESTAMP)
+            result = t.BOOL
+        if result is None:
+            shown = [t.substitute(self.mapping, a, True) for a in arg_types]
             raise self.fail(
-                e.pos,
-                f"found no matching overload for '{e.function}' applied to '{_describe(arg_types, member)}'",
-                hint=_hint(e.function, arg_types),
+                pos,
+                f"found no matching overload for '{function}' applied to '{_describe(shown, member)}'",
+                hint=_hint(function, shown),
             )
-        self.out.overloads[e.id] = matched
-        # a free type parameter in an argument is bound by the first overload that matches (cel-go's
-        # unification): `[].min()` is an int
-        result = results[0] if any(t.has_free(a) for a in arg_types) else t.common(results)
-        if e.function == "_?._" and arg_types[0].name == "map":
-            result = t.optional_of(arg_types[0].params[1])
-        if e.function == "_?._" and arg_types[0] == t.DEVICE:
-            raise self.fail(e.pos, "optional field selection is not supported on device")
-        return self.set(e, result)
+        if node:
+            self.out.overloads[node] = matched
+        return result
+
+
+_K, _V = t.Type("_A"), t.Type("_B")
+# ext.TwoVarComprehensions' internal insertion step (ext/comprehensions.go `cel.@mapInsert`)
+_MAP_INSERT = [
+    Overload("@mapInsert_map_key_value", "cel.@mapInsert", False, (t.map_of(_K, _V), _K, _V), t.map_of(_K, _V)),
+    Overload("@mapInsert_map_map", "cel.@mapInsert", False, (t.map_of(_K, _V), t.map_of(_K, _V)), t.map_of(_K, _V)),
+]
 
 
 def _hint(function: str, args: list[t.Type]) -> str | None:

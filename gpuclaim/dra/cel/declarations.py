@@ -9,7 +9,7 @@ them.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpuclaim.dra.cel.types import (
     BOOL,
@@ -27,6 +27,7 @@ from gpuclaim.dra.cel.types import (
     A,
     B,
     Type,
+    has_param,
     list_of,
     map_of,
     optional_of,
@@ -42,6 +43,11 @@ class Overload:
     params: tuple[Type, ...]  # the target first for member overloads
     result: Type
     stored_only: bool = False
+    #: whether it has type parameters (instantiated with fresh type variables at each use)
+    generic: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "generic", has_param(self.result) or any(has_param(p) for p in self.params))
 
 
 _ALL: list[Overload] = []
@@ -72,41 +78,46 @@ _g("_[_]", "index_map", (map_of(A, B), A), B)
 _g("_[?_]", "list_optindex_optional_int", (list_of(A), INT), optional_of(A))
 _g("_[?_]", "map_optindex_optional_value", (map_of(A, B), A), optional_of(B))
 _g("_?._", "select_optional_field", (DYN, STRING), optional_of(DYN))
+# cel-go's declaration order (common/stdlib/standard.go): the first overload that matches binds a free type
+# variable, so `-{}["a"]` is a double and `{}["a"] + {}["b"]` bytes, as upstream.
+_REL_ORDER = (("bool", BOOL, BOOL), ("int64", INT, INT), ("int64_double", INT, DOUBLE), ("int64_uint64", INT, UINT),
+              ("uint64", UINT, UINT), ("uint64_double", UINT, DOUBLE), ("uint64_int64", UINT, INT),
+              ("double", DOUBLE, DOUBLE), ("double_int64", DOUBLE, INT), ("double_uint64", DOUBLE, UINT),
+              ("string", STRING, STRING), ("bytes", BYTES, BYTES))
 for _op, _name in (("_<_", "less"), ("_<=_", "less_equals"), ("_>_", "greater"), ("_>=_", "greater_equals")):
-    for _ln, _lt in _NUM.items():
-        for _rn, _rt in _NUM.items():
-            _g(_op, f"{_name}_{_ln}" + ("" if _ln == _rn else f"_{_rn}"), (_lt, _rt), BOOL)
-    _g(_op, f"{_name}_string", (STRING, STRING), BOOL)
-    _g(_op, f"{_name}_bytes", (BYTES, BYTES), BOOL)
-    _g(_op, f"{_name}_bool", (BOOL, BOOL), BOOL)
-for _op, _name in (("_+_", "add"), ("_-_", "subtract"), ("_*_", "multiply"), ("_/_", "divide"), ("_%_", "modulo")):
-    for _n, _t in _NUM.items():
+    for _sfx, _lt, _rt in _REL_ORDER:
+        _g(_op, f"{_name}_{_sfx}", (_lt, _rt), BOOL)
+_g("_+_", "add_bytes", (BYTES, BYTES), BYTES)
+_g("_+_", "add_double", (DOUBLE, DOUBLE), DOUBLE)
+_g("_+_", "add_int64", (INT, INT), INT)
+_g("_+_", "add_list", (list_of(A), list_of(A)), list_of(A))
+_g("_+_", "add_string", (STRING, STRING), STRING)
+_g("_+_", "add_uint64", (UINT, UINT), UINT)
+for _op, _name in (("_/_", "divide"), ("_%_", "modulo"), ("_*_", "multiply"), ("_-_", "subtract")):
+    for _n, _t in (("double", DOUBLE), ("int64", INT), ("uint64", UINT)):
         if not (_name == "modulo" and _t == DOUBLE):
             _g(_op, f"{_name}_{_n}", (_t, _t), _t)
-_g("_+_", "add_string", (STRING, STRING), STRING)
-_g("_+_", "add_bytes", (BYTES, BYTES), BYTES)
-_g("_+_", "add_list", (list_of(A), list_of(A)), list_of(A))
-_g("-_", "negate_int64", (INT,), INT)
 _g("-_", "negate_double", (DOUBLE,), DOUBLE)
+_g("-_", "negate_int64", (INT,), INT)
 
 # -- standard functions ------------------------------------------------------------------------------
-for _t, _n in ((STRING, "string"), (BYTES, "bytes"), (list_of(A), "list"), (map_of(A, B), "map")):
+for _t, _n in ((BYTES, "bytes"), (list_of(A), "list"), (map_of(A, B), "map"), (STRING, "string")):
     _g("size", f"size_{_n}", (_t,), INT)
     _m("size", f"{_n}_size", (_t,), INT)
 _m("contains", "contains_string", (STRING, STRING), BOOL)
-_m("startsWith", "starts_with_string", (STRING, STRING), BOOL)
 _m("endsWith", "ends_with_string", (STRING, STRING), BOOL)
-_m("matches", "matches_string", (STRING, STRING), BOOL)
+_m("startsWith", "starts_with_string", (STRING, STRING), BOOL)
 _g("matches", "matches", (STRING, STRING), BOOL)
-for _src in (INT, UINT, DOUBLE, STRING):
-    _g("int", f"{_src}_to_int64", (_src,), INT)
-    _g("uint", f"{_src}_to_uint64", (_src,), UINT)
-    _g("double", f"{_src}_to_double", (_src,), DOUBLE)
-for _src in (INT, UINT, DOUBLE, STRING, BYTES, BOOL):
-    _g("string", f"{_src}_to_string", (_src,), STRING)
+_m("matches", "matches_string", (STRING, STRING), BOOL)
 _g("bool", "bool_to_bool", (BOOL,), BOOL)
 _g("bool", "string_to_bool", (STRING,), BOOL)
+_g("bytes", "bytes_to_bytes", (BYTES,), BYTES)
 _g("bytes", "string_to_bytes", (STRING,), BYTES)
+for _fn, _res, _srcs in (("double", DOUBLE, (DOUBLE, INT, STRING, UINT)), ("int", INT, (INT, DOUBLE, STRING, UINT)),
+                         ("string", STRING, (STRING, BOOL, BYTES, DOUBLE, INT, UINT)),
+                         ("uint", UINT, (UINT, DOUBLE, INT, STRING))):
+    for _src in _srcs:
+        _g(_fn, f"{_src}_to_{ {'int': 'int64', 'uint': 'uint64'}.get(_fn, _fn)}", (_src,), _res)
 _g("dyn", "to_dyn", (A,), DYN)
 _g("type", "type", (A,), type_of(A))
 

@@ -138,7 +138,9 @@ class _Compiler:
                     out: dict[Any, Any] = {}
                     for kf, vf, is_opt in pairs:
                         k = kf(env)
-                        if type(k) not in (str, int, UintType, bool):
+                        if type(k) not in _MAP_KEYS:
+                            # cel-go builds a Go map of any comparable value (evalMap.Eval): doubles, null and
+                            # types are keys there too; lists and maps (pointers there) are not supported here
                             fail(f"unsupported map key type: {type(k).__name__}")
                         v = vf(env)
                         if is_opt:
@@ -456,6 +458,9 @@ class _Compiler:
 
 
 _MISSING = object()
+
+
+_MAP_KEYS = frozenset({str, int, UintType, bool, float, type(None), TypeValue})
 
 
 def _restore(env: dict[str, Any], name: str, saved: object) -> None:

@@ -2,45 +2,41 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
 class Type:
     name: str
     params: tuple[Type, ...] = ()
+    # a declaration's type parameter (`_A`) or a checker's type variable (`_var3`)
+    is_param: bool = field(init=False, compare=False, repr=False)
+    # The attribute value type is apiserver's AnyType ("any"); the checker treats it as dyn.
+    is_dyn: bool = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_param", self.name.startswith("_"))
+        object.__setattr__(self, "is_dyn", self.name in ("dyn", "any"))
 
     def __str__(self) -> str:
-        if self.name == "free":
-            return "dyn"
         if self.params:
             return f"{self.name}({', '.join(str(p) for p in self.params)})"
         return self.name
-
-    @property
-    def is_param(self) -> bool:
-        return self.name.startswith("_")
-
-    @property
-    def is_dyn(self) -> bool:
-        # The attribute value type is apiserver's AnyType ("any"); the checker treats it as dyn.
-        return self.name in ("dyn", "any", "free")
 
 
 INT, UINT, DOUBLE = Type("int"), Type("uint"), Type("double")
 BOOL, STRING, BYTES = Type("bool"), Type("string"), Type("bytes")
 NULL, DYN, ANY, ERROR = Type("null_type"), Type("dyn"), Type("any"), Type("*error*")
-# a type parameter nothing bound (`[]`, `{}`, `optional.none()`, `[].min()`): cel-go keeps it free, so it
-# unifies with any element type in a literal (the homogeneous-literal rule does not count it)
-FREE = Type("free")
 QUANTITY, SEMVER = Type("kubernetes.Quantity"), Type("kubernetes.Semver")
 URL, IP, CIDR = Type("kubernetes.URL"), Type("net.IP"), Type("net.CIDR")
 DEVICE = Type("kubernetes.DRADevice")
 A, B = Type("_A"), Type("_B")
 
 
+# cel-go isLegacyNullable: object and opaque types accept null
 _NULLABLE = frozenset({"kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL", "net.IP", "net.CIDR",
-                       "optional_type"})
+                       "optional_type", "kubernetes.DRADevice", "google.protobuf.Timestamp"})
+TIMESTAMP = Type("google.protobuf.Timestamp")
 
 
 def list_of(t: Type) -> Type:
@@ -69,63 +65,125 @@ TYPE_NAMES = {
 }
 TYPE_NAMES["type"] = type_of(DYN)
 
-Subst = dict[str, Type]
+#: type variable name -> what it is bound to (cel-go ``checker/mapping.go``)
+Mapping = dict[str, Type]
+
+def _dyn_or_error(t: Type) -> bool:
+    return t.is_dyn or t == ERROR
 
 
-def substitute(t: Type, subst: Subst) -> Type:
+def _equal_or_less_specific(t1: Type, t2: Type) -> bool:
+    """cel-go ``isEqualOrLessSpecific``: t1 matches t2 through dyn or a type variable."""
+    if t1.is_dyn or t1.is_param:
+        return True
+    if t2.is_dyn or t2.is_param:
+        return False
+    if t1.name != t2.name or len(t1.params) != len(t2.params):
+        return False
+    if t1.name == "type":
+        return True
+    if t1.params:
+        return all(_equal_or_less_specific(a, b) for a, b in zip(t1.params, t2.params, strict=True))
+    return t1 == t2
+
+
+def most_general(t1: Type, t2: Type) -> Type:
+    """The more general of two types known to unify (cel-go ``mostGeneral``)."""
+    return t1 if _equal_or_less_specific(t1, t2) else t2
+
+
+def _not_referenced_in(m: Mapping, t: Type, within: Type) -> bool:
+    """The occurs check (cel-go ``notReferencedIn``)."""
+    if t == within:
+        return False
+    if within.is_param:
+        bound = m.get(within.name)
+        return True if bound is None else _not_referenced_in(m, t, bound)
+    return all(_not_referenced_in(m, t, p) for p in within.params)
+
+
+def _valid_substitution(m: Mapping, t1: Type, t2: Type) -> tuple[bool, bool]:
+    """cel-go ``isValidTypeSubstitution``: whether the variable t2 (or what it is bound to) may stand for t1,
+    binding it if it is free; and whether t2 was bound."""
+    if t1 == t2:
+        return True, True
+    bound = m.get(t2.name)
+    if bound is not None:
+        if t1 == bound:
+            return True, True
+        if _assignable(m, t1, bound):
+            widened = most_general(t1, bound)
+            if _not_referenced_in(m, t2, widened):
+                m[t2.name] = widened
+            return True, True
+        return False, True
+    if _not_referenced_in(m, t2, t1):
+        m[t2.name] = t1
+        return True, False
+    return False, False
+
+
+def _nullable(t: Type) -> bool:
+    return t.name in _NULLABLE or t == NULL
+
+
+def _assignable(m: Mapping, t1: Type, t2: Type) -> bool:
+    """cel-go ``internalIsAssignable``: t1 is assignable to t2 (either may be a type variable; the mapping is
+    extended in place)."""
+    if t1 is t2:
+        return True
+    if t2.is_param:
+        valid, bound = _valid_substitution(m, t1, t2)
+        if valid:
+            return True
+        if bound:
+            return False
+    if t1.is_param:
+        return _valid_substitution(m, t2, t1)[0]
+    if _dyn_or_error(t1) or _dyn_or_error(t2):
+        return True
+    if t1 == NULL:
+        return _nullable(t2)
+    if t2 == NULL:
+        return _nullable(t1)
+    if t1.name == "type":
+        return t2.name == "type"
+    if t1.name != t2.name or len(t1.params) != len(t2.params):
+        return False
+    return all(_assignable(m, a, b) for a, b in zip(t1.params, t2.params, strict=True))
+
+
+def is_assignable(m: Mapping, t1: Type, t2: Type) -> Mapping | None:
+    """The extended mapping if t1 is assignable to t2, else None (m itself is left alone)."""
+    copy = dict(m)
+    return copy if _assignable(copy, t1, t2) else None
+
+
+def is_assignable_list(m: Mapping, l1: list[Type], l2: tuple[Type, ...]) -> Mapping | None:
+    if len(l1) != len(l2):
+        return None
+    copy = dict(m)
+    return copy if all(_assignable(copy, a, b) for a, b in zip(l1, l2, strict=True)) else None
+
+
+def substitute(m: Mapping, t: Type, to_dyn: bool) -> Type:
+    """Replace bound type variables by their binding (cel-go ``substitute``); free ones by dyn if ``to_dyn``."""
     if t.is_param:
-        bound = subst.get(t.name)
-        return FREE if bound is None else substitute(bound, subst)
+        bound = m.get(t.name)
+        if bound is not None:
+            return substitute(m, bound, to_dyn)
+        return DYN if to_dyn else t
     if t.params:
-        return Type(t.name, tuple(substitute(p, subst) for p in t.params))
+        return Type(t.name, tuple(substitute(m, p, to_dyn) for p in t.params))
     return t
 
 
-def assignable(param: Type, arg: Type, subst: Subst) -> bool:
-    """Whether a value of type ``arg`` may be passed where ``param`` is declared, binding type params."""
-    if param.is_param:
-        bound = subst.get(param.name)
-        if bound is None:
-            subst[param.name] = arg
-            return True
-        if bound.name == "free" and arg.name != "free":
-            subst[param.name] = arg  # a free parameter takes the first concrete type
-            return True
-        if bound.is_dyn:
-            return True  # already the most general: `x.?a.orValue("s")` on an attribute stays any
-        if arg.is_dyn and arg.name != "free":
-            subst[param.name] = arg  # widened: `c ? true : dyn(x)` is dyn, as cel-go joins them
-            return True
-        return assignable(bound, arg, subst)
-    if param.is_dyn or arg.is_dyn or arg == ERROR:
-        return True
-    if NULL in (param, arg) and {param.name, arg.name} & _NULLABLE:
-        return True  # cel-go: null is assignable to its object types (Quantity, Semver, IP, ...)
-    if param.name != arg.name or len(param.params) != len(arg.params):
-        return False
-    if param.name == "type":
-        return True  # type values compare across types: `type(x) == string`
-    return all(assignable(p, a, subst) for p, a in zip(param.params, arg.params, strict=True))
+def has_param(t: Type) -> bool:
+    return t.is_param or any(has_param(p) for p in t.params)
 
 
-def compatible(a: Type, b: Type) -> bool:
-    """Equal types, a free parameter matching anything (cel-go's IsExactType after unification)."""
-    if a.name == "free" or b.name == "free":
-        return True
-    return a.name == b.name and len(a.params) == len(b.params) and all(
-        compatible(x, y) for x, y in zip(a.params, b.params, strict=True))
-
-
-def has_free(t: Type) -> bool:
-    return t.name == "free" or any(has_free(p) for p in t.params)
-
-
-def common(types: list[Type]) -> Type:
-    """The result type of several matching overloads (or literal elements): theirs if they agree, else dyn;
-    free parameters do not count."""
-    concrete = [t for t in types if not has_free(t)]
-    if not concrete:
-        return types[0]
-    first = concrete[0]
-    types = concrete
-    return first if all(t == first for t in types) else DYN
+def assignable_local(args: list[Type], params: tuple[Type, ...]) -> Mapping | None:
+    """Assignability of arguments without type variables: only the declaration's own parameters (`_A`) can be
+    bound, in a mapping of their own (what cel-go's fresh instantiation amounts to then)."""
+    m: Mapping = {}
+    return m if all(_assignable(m, a, p) for a, p in zip(args, params, strict=True)) else None

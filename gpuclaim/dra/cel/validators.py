@@ -43,6 +43,8 @@ def _regexes(text: str, e: ast.Expr) -> None:
 
 
 # -- ValidateHomogeneousAggregateLiterals (lists and maps under format() are exempt) -----------------------
+# cel-go cel/validator.go: on the checked types (free type variables already bound or dyn), every element must
+# have the first one's type exactly; a list stops at its first mismatch, a map reports each.
 def _homogeneous(text: str, c: Checked, e: ast.Expr, *, exempt: bool) -> None:
     if isinstance(e, ast.Call) and e.function == "format":
         exempt = True
@@ -50,39 +52,27 @@ def _homogeneous(text: str, c: Checked, e: ast.Expr, *, exempt: bool) -> None:
         first: t.Type | None = None
         for i, el in enumerate(e.elements):
             ty = _entry_type(c, el, i in e.optional)
-            if ty is None:
-                continue
             if first is None:
                 first = ty
-            elif not t.compatible(ty, first):
+            elif ty != first:
                 raise error_at(text, el.pos, f"expected type '{first}' but found '{ty}'")
-            elif t.has_free(first):
-                first = ty
     if not exempt and isinstance(e, ast.MapExpr):
         kt: t.Type | None = None
         vt: t.Type | None = None
         for i, (k, v) in enumerate(e.entries):
             kty, vty = c.type_of(k), _entry_type(c, v, i in e.optional)
-            if kt is None:
+            if kt is None or vt is None:
                 kt, vt = kty, vty
                 continue
-            if not t.compatible(kty, kt):
+            if kty != kt:
                 raise error_at(text, k.pos, f"expected type '{kt}' but found '{kty}'")
-            if vt is None:
-                vt = vty
-            elif vty is not None and not t.compatible(vty, vt):
+            if vty != vt:
                 raise error_at(text, v.pos, f"expected type '{vt}' but found '{vty}'")
     for child in ast.children(e):
         _homogeneous(text, c, child, exempt=exempt)
 
 
-def _entry_type(c: Checked, e: ast.Expr, optional: bool) -> t.Type | None:
-    """The element type the literal is checked with; None for cel-go's free type parameters (``[]``, ``{}``,
-    ``optional.none()``), which unify with any element type."""
-    if isinstance(e, ast.ListExpr | ast.MapExpr) and not (e.elements if isinstance(e, ast.ListExpr) else e.entries):
-        return None
-    if isinstance(e, ast.Call) and e.function == "optional.none":
-        return None
+def _entry_type(c: Checked, e: ast.Expr, optional: bool) -> t.Type:
     ty = c.type_of(e)
     return ty.params[0] if optional and ty.name == "optional_type" else ty
 
@@ -188,6 +178,11 @@ def _fold(c: Checked, e: ast.Expr) -> bool:
     kids = [_fold(c, child) for child in ast.children(e)]
     if isinstance(e, ast.Const):
         return True
+    if isinstance(e, ast.Ident):
+        return c.type_of(e).name == "type"  # `int`: the checker resolved it to a type value
+    if isinstance(e, ast.Call) and e.target is None and e.function in ("_[_]", "_[?_]") and len(kids) == 2 and kids[1]:
+        _qualifier(c, e.args[1])
+        return False
     if isinstance(e, ast.ListExpr | ast.MapExpr):
         return not e.optional and all(kids)
     if isinstance(e, ast.Call) and e.target is None and e.function in _CONVERSIONS and len(e.args) == 1 and kids[0]:
@@ -197,6 +192,28 @@ def _fold(c: Checked, e: ast.Expr) -> bool:
             raise CelCompileError(f"program instantiation failed: {err.message}") from None
         return True
     return False
+
+
+# cel-go interpreter/attributes.go newQualifier: "invalid qualifier type: %T" for any other constant
+_QUALIFIER_TYPES = {type(None): "types.Null", bytes: "types.Bytes", list: "*types.baseList", dict: "*types.baseMap"}
+
+
+def _qualifier(c: Checked, index: ast.Expr) -> None:
+    """The planner turns a constant index into a qualifier (interpreter/planner.go ``planCallIndex``), which
+    only strings, ints, uints, bools and doubles can be: `{}[null]` fails when the program is built."""
+    from gpuclaim.dra.cel.values import TypeValue
+
+    value = _evaluate(c, index) if isinstance(index, ast.Call) else (
+        TypeValue("") if isinstance(index, ast.Ident) else None)
+    if isinstance(index, ast.Const):
+        value = index.value
+    elif isinstance(index, ast.ListExpr):
+        value = []
+    elif isinstance(index, ast.MapExpr):
+        value = {}
+    name = "*types.Type" if isinstance(value, TypeValue) else _QUALIFIER_TYPES.get(type(value))
+    if name is not None:
+        raise CelCompileError(f"program instantiation failed: invalid qualifier type: {name}")
 
 
 def _evaluate(c: Checked, e: ast.Expr) -> Any:

@@ -59,11 +59,3 @@ def known_cost_difference(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
     limit (estimated sizes of strings built by functions whose result size cel-go or Kubernetes estimate
     differently). Exactly one side must say "too complex"; everything else must agree."""
     return (ours.get("error") == TOO_COMPLEX) != (theirs.get("error") == TOO_COMPLEX)
-
-
-def known_empty_list_inference(expr: str, ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
-    """The second open class (docs/dev/upstream-oracle.md): cel-go infers the element type of an empty list
-    literal iterated by a macro from the macro's body (`[].filter(y, y == 0u)` is a list(uint)) and refuses
-    what follows; gpuclaim keeps that type free. Only upstream-compile-error vs gpuclaim-accepts, and only
-    for expressions with a macro on a literal `[]`."""
-    return "[]." in expr and theirs.get("stage") == "compile" and ours.get("stage") != "compile"

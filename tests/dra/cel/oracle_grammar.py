@@ -403,3 +403,76 @@ def devices(draw: Draw) -> cel.PlainDevice:
     capacity = {name: parse_quantity(draw(st.sampled_from(QUANTITIES)))
                 for name in draw(st.lists(st.sampled_from(CAP_NAMES), unique=True, max_size=len(CAP_NAMES)))}
     return cel.PlainDevice(driver, attributes, capacity)
+
+
+# -- free type variables ---------------------------------------------------------------------------------
+# cel-go types `[]`, `{}` and `optional.none()` with fresh type variables that later uses bind (a macro body
+# using the iteration variable, the first matching overload, a literal's other elements), for the whole
+# expression. These selectors put such seeds in exactly those positions, so every one exercises unification.
+_FREE_LITS = ["0", "1", "-1", "7", "0u", "1u", "0.1", "1.5", "-0.0", '"a"', '""', 'b"a"', "true", "false", "null",
+              "[1]", '["a"]', "[1.5]", '{"a": 1}', "optional.of(1)", "device.driver"]
+
+
+class FreeGen(Gen):
+    def lit(self, *, key: bool = False) -> str:
+        # not a list or map as a map key: cel-go keys its map by the Go pointer (docs/dev/upstream-oracle.md)
+        return str(self.pick(_FREE_LITS if not key else [x for x in _FREE_LITS if x[0] not in "[{"]))
+
+    def value(self, d: int, *, key: bool = False) -> str:
+        """An expression whose type is (or may be) a free type variable."""
+        options = ['{}["a"]', "[][0]", "optional.none().value()", f"optional.none().orValue({self.lit(key=key)})",
+                   f"{{}}[{self.lit()}]", "[].min()", f"{self.lst(d - 1)}[0]" if d > 0 and not key else "{}.a"]
+        return str(self.pick(options))
+
+    def body(self, v: str, d: int) -> str:
+        """A bool-typed use of ``v`` that binds its type."""
+        op = self.pick(["==", "!=", "<", ">", "<=", "+", "-", "*", "in"])
+        other = self.lit() if d <= 0 or self.chance(0.7) else self.value(d - 1)
+        if op in ("+", "-", "*"):
+            return f"{v} {op} {other} == {self.lit()}"
+        return str(self.pick([f"{v} {op} {other}", v, f"!{v}", f"size({v}) == 0", f"{self.lit()} in {v}",
+                              f'{v}.contains("a")', f"{v}.orValue(1) == 1", f"int({v}) == 1", f"-{v} == {other}",
+                              f"string({v}) == {other}", f"{v}[0] == {other}", f"{v}.exists(z, z == {other})",
+                              f"[{v}, {other}].size() == 2", f"{v}.isSorted()"]))
+
+    def expr(self, v: str) -> str:
+        """A use of ``v`` of some type."""
+        other = self.lit()
+        return str(self.pick([v, f"{v} + {other}", f"-{v}", f"{v} * 2", f"[{v}]", f"{{{v}: 1}}", f"string({v})",
+                              f"{v}.size()", f"{v} ? 1 : 2", f"[{v}, {other}]"]))
+
+    def lst(self, d: int) -> str:
+        """A list (or map) expression whose element type comes from a free variable."""
+        x = self.var()
+        inner = self.lst(d - 1) if d > 0 and self.chance(0.4) else self.pick(["[]", "[]", "{}"])
+        return str(self.pick([
+            "[]", "{}", f"{inner}.filter({x}, {self.body(x, d)})", f"{inner}.map({x}, {self.expr(x)})",
+            f"{inner}.map({x}, {self.body(x, d)}, {self.expr(x)})",
+            f"{inner}.transformList(i, {x}, {self.expr(x)})", f"[{self.value(d)}, {self.lit()}]",
+            f"[{self.lit()}, {self.value(d)}]", f"{inner} + {self.lit()}", f"{self.lit()} + {inner}",
+            f"(true ? {inner} : {self.lit()})", f"[{inner}, {self.lit()}]",
+            f"{{{self.value(d, key=True)}: {self.lit()}}}",
+            f"{inner}.transformMap(k, {x}, {self.expr(x)})",
+        ]))
+
+    def free_bool(self, d: int) -> str:
+        x = self.var()
+        lst, val, lit = self.lst(d), self.value(d), self.lit()
+        return str(self.pick([
+            f"{lit} in {lst}", f"{val} in {lst}", f"{lst}.exists_one({x}, {self.body(x, d)})",
+            f"{lst}.all({x}, {self.body(x, d)})", f"{lst}.exists({x}, {self.body(x, d)})",
+            f"{lst}.exists(i, {x}, {self.body(x, d)})", f"{lst}.isSorted()", f"{lst}.sum() == {lit}",
+            f"{lst}.min() == {lit}", f"sets.intersects({lst}, {lit})", f"sets.contains({lit}, {lst})",
+            f"{lst} == {lit}", f"size({lst}) == 0", f"{val} == {lit}", f"-{val} == {lit}",
+            f"{val} + {self.value(d)} == {lit}", f"[{val}, {lit}].size() == 2",
+            f"{lst}.map({x}, {self.expr(x)})[0] == {lit}",
+            f"cel.bind(b, {val}, {self.body('b', d)})", f"optional.none().or(optional.of({lit})).value() == {lit}",
+            f"(true ? {val} : {lit}) == {lit}", f"{lst}.indexOf({lit}) == -1", f"{self.body(val, d)}",
+            f"[?optional.none(), {lit}].size() == 1", f"{{?\"a\": optional.none(), \"b\": {lit}}}.size() == 1",
+        ]))
+
+
+@st.composite
+def free_type_selectors(draw: Draw, depth: int = 2) -> str:
+    """A selector whose typing depends on binding a free type variable (see :class:`FreeGen`)."""
+    return FreeGen(draw).free_bool(depth)

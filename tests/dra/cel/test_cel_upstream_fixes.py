@@ -5,6 +5,7 @@ OverflowError, and `gpuclaim lint` accepting what a 1.34 apiserver accepts while
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,34 @@ def test_lint_refuses_what_the_apiserver_refuses(expr: str, tmp_path: Path, caps
     code = main(["lint", str(path), "-o", "json"])
     found = json.loads(capsys.readouterr().out)
     assert code == 1 and any(f["severity"] == "error" and f["field"].endswith("cel.expression") for f in found)
+
+
+@pytest.mark.parametrize("expr, error", [
+    # the iteration variable of `[]` is bound by the macro body, for the whole expression
+    ("0 in [].filter(y, y == 0u)", "found no matching overload for '@in' applied to '(int, list(uint))'"),
+    ("[].filter(y, y).exists_one(x, x > 1)", "found no matching overload for '_>_' applied to '(bool, int)'"),
+    ("[1] + [].map(y, y + 0.5) == [1]", "found no matching overload for '_+_' applied to '(list(int), list(double))'"),
+    # the first matching overload binds a free variable: `-` is declared double first, `+` bytes first
+    ("-{}['a'] == 1", "found no matching overload for '_==_' applied to '(double, int)'"),
+    ("{}['a'] + {}['b'] == 1", "found no matching overload for '_==_' applied to '(bytes, int)'"),
+    ("[-[][0], 3].isSorted()", "expected type 'double' but found 'int'"),
+    # `&&`, `||` and the quantifiers' bodies: cel-go's wording for a non-bool operand
+    ("[1].all(x, x)", "expected type 'bool' but found 'int'"),
+    ("1 && true", "expected type 'bool' but found 'int'"),
+    # a constant index the planner cannot make a qualifier of
+    ("{}[null] == 1", "program instantiation failed: invalid qualifier type: types.Null"),
+    ("{}[[1]] == 1", "program instantiation failed: invalid qualifier type: *types.baseList"),
+])
+def test_free_type_variables_unify_as_in_cel_go(expr: str, error: str) -> None:
+    with pytest.raises(cel.CelCompileError, match=re.escape(error)):
+        cel.compile_uncached(expr)
+
+
+@pytest.mark.parametrize("expr", [
+    "-0.0 == -{}['a']", "size({}['a']) == 0 && true", "[[], [1]].size() == 2", "[].filter(x, x).size() == 0",
+    "optional.none().orValue(1) == 1", "{1.5: 1}[1.5] == 1", "[optional.none(), optional.of(1)].size() == 2",
+])
+def test_free_type_variables_accept_what_cel_go_accepts(expr: str) -> None:
+    compiled = cel.compile_uncached(expr)
+    outcome = compiled.outcome(cel.PlainDevice("x"))
+    assert outcome is True or (isinstance(outcome, cel.CelRuntimeError) and "no such key" in outcome.message)
