@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ UNUSED_SINCE_ANNOTATION = "gpuclaim.io/unused-since"
 # how far in the future an unused-since value may lie and still be trusted: the clocks of two leaders differ
 CLOCK_SKEW_SECONDS = 60.0
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_YIELD_EVERY = 500  # candidates judged between two yields to the event loop (about 8 ms of work)
+_STRICT_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 KINDS = ("ResourceClaimTemplate", "ResourceClaim")
 _PLURALS = {"ResourceClaimTemplate": "resourceclaimtemplates", "ResourceClaim": "resourceclaims"}
 _API = "resource.k8s.io/v1"
@@ -80,11 +83,11 @@ def format_time(epoch: float) -> str:
 def parse_strict_time(value: object) -> float | None:
     """Exactly :func:`format_time`'s form (``2026-11-25T05:00:00Z``) as epoch seconds, else None: a date alone or
     a time without its zone (which ``fromisoformat`` would read in the local zone) is malformed."""
-    if not isinstance(value, str) or len(value) != 20:
+    if not isinstance(value, str) or not _STRICT_TIME.fullmatch(value):
         return None
-    try:
-        return datetime.strptime(value, _TIME_FORMAT).replace(tzinfo=UTC).timestamp()
-    except ValueError:
+    try:  # fromisoformat, not strptime: 15 times faster, and a sweep judges every candidate on the event loop
+        return datetime.fromisoformat(value[:-1]).replace(tzinfo=UTC).timestamp()
+    except ValueError:  # month 13 and the like
         return None
 
 
@@ -286,7 +289,9 @@ class GarbageCollector:
         annotations to write or remove."""
         referenced = await self.referenced(namespace)
         judged = _Judged()
-        for kind, obj in objects:
+        for count, (kind, obj) in enumerate(objects, 1):
+            if count % _YIELD_EVERY == 0:  # the webhook's admissions share this event loop
+                await asyncio.sleep(0)
             key = _key(kind, obj)
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
             now = self.now()

@@ -473,6 +473,9 @@ FORGED = {
     "a date alone": "2020-01-01",
     "no zone": "2020-01-01T00:00:00",
     "fractional seconds": "2020-01-01T00:00:00.5Z",
+    "month 13": "2020-13-01T00:00:00Z",
+    "other digits": "\uff12\uff10\uff12\uff10-01-01T00:00:00Z",
+    "trailing newline": "2020-01-01T00:00:00Z\n",
     "far future": "2999-01-01T00:00:00Z",
     "before the creation": "1970-01-01T00:00:00Z",
 }
