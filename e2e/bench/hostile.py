@@ -210,8 +210,11 @@ async def _attack(url: str, ca_pem: bytes, idle: int, pods: int) -> None:
 # ---- the steady load and the figures ----------------------------------------------------------------------------
 
 
-async def _steady(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, ordinary: list[float],
-                  healthz: list[float], errors: list[str]) -> None:
+Samples = list[tuple[float, float]]  # (when the request started, seconds it took), perf_counter clock
+
+
+async def _steady(session: aiohttp.ClientSession, url: str, stop: asyncio.Event, ordinary: Samples,
+                  healthz: Samples, errors: list[str]) -> None:
     async def admission(i: int) -> None:
         body = pod_review(f"o-{i}") if i % 2 else claim_review(f"o-{i}")
         started = time.perf_counter()
@@ -222,7 +225,7 @@ async def _steady(session: aiohttp.ClientSession, url: str, stop: asyncio.Event,
         except (aiohttp.ClientError, TimeoutError) as exc:  # a failure of the ordinary load, not a lost sample
             errors.append(f"ordinary {i}: {type(exc).__name__}: {exc}")
             return
-        ordinary.append(time.perf_counter() - started)
+        ordinary.append((started, time.perf_counter() - started))
         if answer["internal_error"] or answer.get("allowed") is not True:
             errors.append(f"ordinary {i}: {answer}")
 
@@ -236,7 +239,7 @@ async def _steady(session: aiohttp.ClientSession, url: str, stop: asyncio.Event,
         except (aiohttp.ClientError, TimeoutError) as exc:
             errors.append(f"healthz {type(exc).__name__}: {exc}")
             return
-        healthz.append(time.perf_counter() - started)
+        healthz.append((started, time.perf_counter() - started))
 
     tasks: set[asyncio.Task[None]] = set()
     start = time.perf_counter()
@@ -293,30 +296,34 @@ async def _bench(quick: bool) -> dict[str, Any]:
                     for _ in range(3):
                         await asyncio.gather(*(warm(n) for n in range(48)))
                     rss_start = procs.rss_mb(webhook.pid)
-                    ordinary: list[float] = []
-                    healthz: list[float] = []
+                    ordinary: Samples = []
+                    healthz: Samples = []
                     errors: list[str] = []
                     stop = asyncio.Event()
+                    marks: dict[str, float] = {"steady_start": time.perf_counter()}
                     steady = asyncio.create_task(_steady(session, url, stop, ordinary, healthz, errors))
                     # the baseline: the same steady load with no attacker, on the same machine at the same time
                     await asyncio.sleep(3.0 if quick else 10.0)
-                    base_ordinary, base_healthz = list(ordinary), list(healthz)
-                    results, rss = await _run_attacker(url, tls.ca_path, webhook.pid,
+                    results, rss = await _run_attacker(url, tls.ca_path, webhook.pid, marks,
                                                        idle=idle, pods=pods)
                     await asyncio.sleep(1.0)
                     stop.set()
                     await steady
         internal = sum(1 for r in results if r.get("internal_error")) + sum(
             1 for e in errors if "internal_error': True" in e or "healthz 5" in e)
+        all_ordinary, all_healthz = [d for _, d in ordinary], [d for _, d in healthz]
+        base_ordinary = [d for t, d in ordinary if t < marks["attack_start"]]
+        base_healthz = [d for t, d in healthz if t < marks["attack_start"]]
         return {
-            "healthz_p99_ms": round(_percentile(healthz, 0.99) * 1000, 2),
-            "healthz_max_ms": round(max(healthz) * 1000, 2),
-            "ordinary_p99_ms": round(_percentile(ordinary, 0.99) * 1000, 2),
-            "ordinary_p50_ms": round(_percentile(ordinary, 0.50) * 1000, 2),
-            "ordinary_requests": len(ordinary), "healthz_probes": len(healthz),
+            "healthz_p99_ms": round(_percentile(all_healthz, 0.99) * 1000, 2),
+            "healthz_max_ms": round(max(all_healthz) * 1000, 2),
+            "ordinary_p99_ms": round(_percentile(all_ordinary, 0.99) * 1000, 2),
+            "ordinary_p50_ms": round(_percentile(all_ordinary, 0.50) * 1000, 2),
+            "ordinary_requests": len(all_ordinary), "healthz_probes": len(all_healthz),
             "baseline_healthz_p99_ms": round(_percentile(base_healthz, 0.99) * 1000, 2),
             "baseline_ordinary_p99_ms": round(_percentile(base_ordinary, 0.99) * 1000, 2),
             "baseline_ordinary_p50_ms": round(_percentile(base_ordinary, 0.50) * 1000, 2),
+            "phases": _phases(marks, ordinary, healthz),
             "ordinary_failures": errors[:20], "ordinary_failure_count": len(errors), "internal_errors": internal,
             "rss_mb": round(rss, 1), "rss_start_mb": round(rss_start, 1),
             "classes": results,
@@ -326,10 +333,32 @@ async def _bench(quick: bool) -> dict[str, Any]:
         }
 
 
-async def _run_attacker(url: str, ca_path: Path, webhook_pid: int, *, idle: int, pods: int
-                        ) -> tuple[list[dict[str, Any]], float]:
+# the attacker's phases, between the marks `_run_attacker` records as its lines arrive
+_PHASES = (("baseline", "steady_start", "attack_start"), ("hostile_classes", "attack_start", "classes_end"),
+           ("opening_idle_connections", "classes_end", "idle_end"), ("big_pods", "big_start", "big_end"))
+
+
+def _phases(marks: dict[str, float], ordinary: Samples, healthz: Samples) -> dict[str, dict[str, float]]:
+    """The steady load's figures while each phase ran (requests started in it)."""
+    out: dict[str, dict[str, float]] = {}
+    for name, begin, end in _PHASES:
+        if begin not in marks or end not in marks:
+            continue
+        t0, t1 = marks[begin], marks[end]
+        o = [d for t, d in ordinary if t0 <= t < t1]
+        h = [d for t, d in healthz if t0 <= t < t1]
+        out[name] = {"seconds": round(t1 - t0, 2), "ordinary_requests": len(o),
+                     "ordinary_p99_ms": round(_percentile(o, 0.99) * 1000, 2) if o else float("nan"),
+                     "ordinary_max_ms": round(max(o) * 1000, 2) if o else float("nan"),
+                     "healthz_p99_ms": round(_percentile(h, 0.99) * 1000, 2) if h else float("nan")}
+    return out
+
+
+async def _run_attacker(url: str, ca_path: Path, webhook_pid: int, marks: dict[str, float], *, idle: int,
+                        pods: int) -> tuple[list[dict[str, Any]], float]:
     results: list[dict[str, Any]] = []
     rss = float("nan")
+    marks["attack_start"] = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "e2e.bench.hostile", "attack", url, str(ca_path), str(idle), str(pods),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
@@ -337,6 +366,8 @@ async def _run_attacker(url: str, ca_path: Path, webhook_pid: int, *, idle: int,
     try:
         while line := await process.stdout.readline():
             doc = orjson.loads(line)
+            if doc.get("measure") == "idle":
+                marks["idle_end"] = time.perf_counter()
             if doc.get("measure"):
                 await asyncio.sleep(1.0)
                 now = procs.rss_mb(webhook_pid)
@@ -348,8 +379,15 @@ async def _run_attacker(url: str, ca_path: Path, webhook_pid: int, *, idle: int,
                     results.append({"class": "4_rss_after_idle_connections", "rss_mb": round(now, 1)})
                 process.stdin.write(b"done\n")
                 await process.stdin.drain()
+                if doc["measure"] == "idle":
+                    marks["big_start"] = time.perf_counter()
                 continue
-            _progress(f"{doc.get('class')}: {doc}")
+            kind = str(doc.get("class"))
+            if kind == "4_big_pods":
+                marks["big_end"] = time.perf_counter()
+            elif not kind.startswith("4_"):
+                marks["classes_end"] = time.perf_counter()
+            _progress(f"{kind}: {doc}")
             results.append(doc)
     finally:
         with contextlib.suppress(ProcessLookupError):
