@@ -248,6 +248,8 @@ class _Checker:
         self.scopes.append({e.accu_var: accu})
         e.result = self.visit(e.result)
         self.scopes.pop()
+        if e.macro == "existsOne2":
+            return self.set(e, t.BOOL)  # the result is `__result__ == 1` upstream; gpuclaim keeps the count
         return self.set(e, self.sub(self.out.type_of(e.result)))
 
     def logical(self, e: ast.Expr) -> t.Type:
@@ -376,6 +378,7 @@ class _Checker:
             # timestamp), then fails at run time
             for a in arg_types:
                 self.assignable(a, t.TIMESTAMP)
+            matched = [Overload(f"{function}_timestamp", function, False, (t.TIMESTAMP, t.TIMESTAMP), t.BOOL)]
             result = t.BOOL
         if result is None:
             shown = [t.substitute(self.mapping, a, True) for a in arg_types]

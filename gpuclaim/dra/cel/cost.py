@@ -257,13 +257,14 @@ class _Coster:
         else:
             self.push(e.iter_var, _Var(None if base is None else [*base, sub], size, None))
         loop = self.cost(e.loop_cond)
-        if e.filter is not None:
-            loop = loop + self.cost(e.filter)
-        step = self.cost(e.loop_step)
+        step = self.cost(e.loop_step) if e.iter_var2 is None else ZERO
         if e.iter_var2 is not None:
+            loop, step = self.two_variable_step(e)
             self.pop(e.iter_var2)
         self.pop(e.iter_var)
         total = total + self.cost(e.result)
+        if e.macro == "existsOne2":
+            total = total + ONE  # the result is `__result__ == 1` upstream, an ident here
         self.pop(e.accu_var)
         count = self.size_or_unknown(e.iter_range)
         total = total + count * (step + loop)
@@ -279,6 +280,28 @@ class _Coster:
                     item = appended[0]
                     self.entries[e.id] = self.entries[item.id]
         return total
+
+    def two_variable_step(self, e: ast.Comprehension) -> tuple[R, R]:
+        """The (condition, step) costs of cel-go's expansion (ext/comprehensions.go) of a two-variable
+        macro, whose user expression gpuclaim keeps as ``loop_step`` (and ``filter``) without the code around it:
+        the accumulator ident costs 1, a list literal 10, a call 1, `&&`/`||` short-circuit."""
+        body = self.cost(e.loop_step)
+        accu = ONE
+        if e.macro == "all2":  # @not_strictly_false(accu); accu && body
+            return R(2, 2), R(accu.lo, (accu + body).hi)
+        if e.macro == "exists2":  # @not_strictly_false(!accu); accu || body
+            return R(3, 3), R(accu.lo, (accu + body).hi)
+        if e.macro == "existsOne2":  # true; body ? accu + 1 : accu
+            return ZERO, body + (accu + ONE).union(accu)
+        if e.macro == "transformList":  # accu + [body]
+            step = accu + body + R(_LIST_BASE, _LIST_BASE) + ONE
+        elif e.macro == "transformMap":  # cel.@mapInsert(accu, k, body)
+            step = accu + ONE + body + ONE
+        else:  # cel.@mapInsert(accu, body)
+            step = accu + body + ONE
+        if e.filter is not None:  # filter ? step : accu
+            step = self.cost(e.filter) + step.union(accu)
+        return ZERO, step
 
     def call(self, e: ast.Call) -> R:
         if e.function == "dyn":
@@ -332,7 +355,9 @@ class _Coster:
             n = self._int_literal(args[0], U64)
             return self._alloc(1.0, R(n, n)) + argsum, R(n, n)
         if name.startswith("sets."):
-            return self.size_or_unknown(args[0]) * self.size_or_unknown(args[1]) + ONE + argsum, None
+            # ext/sets.go estimateSetsCost: equivalent is charged twice (containment both ways)
+            factor = 2.0 if name == "sets.equivalent" else 1.0
+            return (self.size_or_unknown(args[0]) * self.size_or_unknown(args[1])).f(factor) + ONE + argsum, None
         k8s = self.kubernetes_cost(e, oid)
         if k8s is not None:
             return k8s[0] + argsum, k8s[1]
@@ -344,7 +369,12 @@ class _Coster:
             return sz.f(_STR) + argsum, R(sz.lo // 4, sz.hi)
         if oid in ("string_to_bytes", "strings_quote"):
             sz = self.size_or_unknown(args[0])
-            rs = R(sz.lo, _mul(sz.hi, 4)) if oid == "string_to_bytes" else R(sz.lo + 2, _add(_mul(sz.hi, 2), 2))
+            # checker/cost.go computes these sizes with Go's wrapping uint64 arithmetic (`sz.Max*2 + 2`): an
+            # unbounded string quotes to a maximum size of 0, which later estimates build on
+            if oid == "string_to_bytes":
+                rs = R(sz.lo, sz.hi * 4 % 2**64)
+            else:
+                rs = R((sz.lo + 2) % 2**64, (sz.hi * 2 + 2) % 2**64)
             return sz.f(_STR) + argsum, rs
         if oid in ("starts_with_string", "ends_with_string"):
             return self.size_or_unknown(args[0]).f(_STR) + argsum, None
@@ -410,7 +440,10 @@ class _Coster:
             return self._replace(target, args)
         if name == "split" and target is not None:
             sz = self.size_or_unknown(target)
-            top = self._int_literal(args[1], sz.hi) % 2**64 if len(args) > 1 else sz.hi  # uint64(i), as upstream
+            top = sz.hi
+            if len(args) > 1 and isinstance(args[1], ast.Const) and args[1].kind == "int":
+                # k8s library/cost.go: `max = uint64(i)` of the literal, so split(',', -1) may yield 2^64-1 items
+                top = int(args[1].value) % 2**64  # type: ignore[call-overload]
             return sz.f(2 * _STR), R(0, top)
         if name == "join" and target is not None:
             lst = self.size_or_unknown(target)

@@ -199,14 +199,18 @@ class _Builder:
                 switch = next(i for i, k in enumerate(kinds) if k != kinds[0])
                 raise _syntax_error(self.text, chain[switch][1] + 1, "no viable alternative at input")
             inner = self.expr(node)
+            signed = _signed_literal(node) if kinds[0] == "unary_neg" else None
+            if signed is not None:
+                # cel-go's lexer has no signed numbers: `---1` is three `-` ops on the literal 1 (the `+` loop is
+                # greedy), so `--9223372036854775808` overflows and `---1` is a negation call
+                inner = self.literal(lark.Token(signed.type, str(signed)[1:], start_pos=(signed.start_pos or 0) + 1))
+                chain.append(("unary_neg", _tok_pos(signed)))
             if len(chain) % 2 == 0:
                 return inner  # cel-go's parser drops an even run of `!` or `-` (visitLogicalNot / visitNegate)
             kind, pos = chain[0]
             if kind == "unary_not":
                 return ast.Call("!_", [inner], pos)
-            if isinstance(inner, ast.Const) and inner.kind in ("int", "double"):
-                return self.number(-inner.value, inner.kind, pos)  # type: ignore[operator]
-            return ast.Call("-_", [inner], pos)
+            return ast.Call("-_", [inner], pos)  # never folded: `-(1)` is a call upstream (its cost counts)
         if name in ("member", "primary"):
             return self.expr(kids[0])
         if name == "member_dot":
@@ -323,7 +327,7 @@ class _Builder:
                 var, target, ast.ACCU, ast.ListExpr([], pos), ast.Const(True, "bool", pos), args[1],
                 ast.Ident(ast.ACCU, pos), pos, macro="sortBy",
             )
-        if (fn in ("all", "exists", "existsOne") and len(args) == 3) or (
+        if (fn in ("all", "exists", "existsOne", "exists_one") and len(args) == 3) or (
             fn in ("transformList", "transformMap", "transformMapEntry") and len(args) in (3, 4)
         ):
             return self.two_variable(fn, target, args, pos)
@@ -336,7 +340,8 @@ class _Builder:
             raise self.fail(args[1].pos, "duplicate variable name")
         if ast.ACCU in (v1, v2):
             raise self.fail(args[0].pos, "iteration variable overwrites accumulator variable")
-        macro = fn + "2" if fn in ("all", "exists", "existsOne") else fn
+        # ext.TwoVarComprehensions declares both spellings of existsOne (ext/comprehensions.go)
+        macro = {"all": "all2", "exists": "exists2", "existsOne": "existsOne2", "exists_one": "existsOne2"}.get(fn, fn)
         filt = args[2] if len(args) == 4 else None
         init: ast.Expr
         if macro in ("all2", "exists2"):
@@ -388,6 +393,17 @@ class _Builder:
             step = append if fn == "map" and len(args) == 2 else ast.Call("_?_:_", [args[1], append, ident()], pos)
             result = ident()
         return ast.Comprehension(var, target, acc, init, cond, step, result, pos, macro=fn)
+
+
+def _signed_literal(node: lark.Tree[Any]) -> lark.Token | None:
+    """The number token of a bare literal operand (not parenthesized) written with its `-` sign."""
+    while isinstance(node, lark.Tree) and node.data in ("unary", "member", "primary") and len(node.children) == 1:
+        node = node.children[0]
+    if isinstance(node, lark.Tree) and node.data == "literal" and len(node.children) == 1:
+        tok = node.children[0]
+        if isinstance(tok, lark.Token) and tok.type in ("INT_LIT", "UINT_LIT", "FLOAT_LIT") and tok.startswith("-"):
+            return tok
+    return None
 
 
 def _tok_pos(tok: object) -> int:

@@ -14,16 +14,20 @@ from gpuclaim.dra import cel
 
 
 def gpuclaim_match(expr: str, device: cel.Device, *, env: str = "new") -> dict[str, Any]:
+    """The oracle's reply shape; ``maxCost`` is the NewExpressions cost estimate where one was made."""
+    cost: dict[str, str] = {}
     try:
         if env == "new":
-            cel.compile_uncached(expr, mode="new")
+            cost = {"maxCost": str(cel.compile_uncached(expr, mode="new").estimated_cost)}
         compiled = cel.compile_uncached(expr, mode="stored")
     except cel.CelCompileError as err:
-        return {"stage": "compile", "error": err.message}
+        if err.cost is not None:
+            cost = {"maxCost": str(err.cost)}
+        return {"stage": "compile", "error": err.message, **cost}
     outcome = compiled.outcome(device)
     if isinstance(outcome, cel.CelRuntimeError):
-        return {"stage": "runtime", "error": outcome.message}
-    return {"matched": outcome}
+        return {"stage": "runtime", "error": outcome.message, **cost}
+    return {"matched": outcome, **cost}
 
 
 def gpuclaim_eval(expr: str, device: cel.Device) -> dict[str, Any]:
@@ -54,8 +58,15 @@ def verdict(reply: dict[str, Any]) -> tuple[Any, ...]:
 TOO_COMPLEX = "too complex, exceeds cost limit"
 
 
-def known_cost_difference(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
-    """The one open class of difference: the cost estimate puts the expression on the other side of the 1,000,000
-    limit (estimated sizes of strings built by functions whose result size cel-go or Kubernetes estimate
-    differently). Exactly one side must say "too complex"; everything else must agree."""
-    return (ours.get("error") == TOO_COMPLEX) != (theirs.get("error") == TOO_COMPLEX)
+def estimated_cost(reply: dict[str, Any]) -> int | None:
+    """The cost estimate of an expression that compiled (or was refused only for its cost), else None: the
+    oracle reports one for every expression, meaningless when compilation failed before estimating."""
+    if "maxCost" not in reply or (reply.get("stage") == "compile" and reply.get("error") != TOO_COMPLEX):
+        return None
+    return int(reply["maxCost"])
+
+
+def same_cost(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    """gpuclaim's estimate is cel-go's with Kubernetes' estimators, to the unit, wherever both made one."""
+    a, b = estimated_cost(ours), estimated_cost(theirs)
+    return a is None or b is None or a == b

@@ -220,6 +220,11 @@ class Gen:
         else:
             rng, el = f"device.attributes[{_q(self.pick(DOMAINS))}]", "string"
         macro = self.pick(["all", "exists", "exists_one", "existsOne"])
+        if self.chance(0.3):  # the two-variable forms (ext.TwoVarComprehensions): index or key, and value
+            key = self.var()
+            kt, el = ("string", "dyn") if rng.startswith("device.") else ("int", el)
+            inner = self.of("bool", d, {**s, key: kt, name: el})
+            return f"{rng}.{macro}({key}, {name}, {inner})"
         return f"{rng}.{macro}({name}, {self.of('bool', d, {**s, name: el})})"
 
     def bind(self, ty: str, d: int, s: dict[str, str]) -> str:

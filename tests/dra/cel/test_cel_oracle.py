@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle_compare import (
+    estimated_cost,
     gpuclaim_eval,
     gpuclaim_match,
-    known_cost_difference,
+    same_cost,
     verdict,
 )
 from oracle_grammar import devices, expressions, free_type_selectors, selectors
@@ -65,7 +66,9 @@ def _params() -> list[Any]:
 
 @pytest.mark.parametrize("case", _params(), ids=lambda c: c["expr"][:60])
 def test_corpus_gpuclaim_gives_upstreams_verdict(case: dict[str, Any]) -> None:
-    assert verdict(_ours(case)) == verdict(case["upstream"]), case.get("note")
+    ours = _ours(case)
+    assert verdict(ours) == verdict(case["upstream"]), case.get("note")
+    assert same_cost(ours, case["upstream"]), (ours.get("maxCost"), case["upstream"].get("maxCost"))
 
 
 def test_corpus_verdicts_are_still_upstreams(cel_oracle: Any) -> None:
@@ -87,8 +90,7 @@ def _differential(oracle: Any, expr: str, device: cel.PlainDevice, op: str = "ma
         theirs, ours = oracle.eval(expr, device), gpuclaim_eval(expr, device)
     else:
         theirs, ours = oracle.match(expr, device), gpuclaim_match(expr, device)
-    if known_cost_difference(ours, theirs):
-        return  # documented in docs/dev/upstream-oracle.md ("Known differences"); kept in the corpus as open
+    assert same_cost(ours, theirs), f"{expr!r}: estimated cost {ours.get('maxCost')}, upstream {theirs['maxCost']}"
     if verdict(ours) != verdict(theirs) and _one_of_upstreams(oracle, expr, device, op, verdict(ours)):
         return
     assert verdict(ours) == verdict(theirs), f"{expr!r}\n upstream: {theirs}\n gpuclaim: {ours}"
@@ -133,7 +135,7 @@ def _batches(total: int, size: int = 1000) -> Any:
 
     from hypothesis.errors import NonInteractiveExampleWarning
 
-    strategy = st.tuples(st.one_of(selectors(depth=4), selectors()), devices())
+    strategy = st.tuples(st.one_of(selectors(depth=4), selectors(), free_type_selectors()), devices())
     done = 0
     while done < total:
         with warnings.catch_warnings():
@@ -149,19 +151,19 @@ def _batches(total: int, size: int = 1000) -> Any:
 def test_long_random_selectors_agree_with_upstream(cel_oracle: Any) -> None:
     """LONG_BUDGET random selectors; every disagreement is listed (and appended to a report file) at the end."""
     report = Path(os.environ.get("GPUCLAIM_ORACLE_REPORT", "/tmp/gpuclaim-cel-oracle-long.jsonl"))
-    disagreements, known, seen = [], 0, 0
+    disagreements, seen, costs = [], 0, 0
     with report.open("w") as out:
         for batch in _batches(LONG_BUDGET):
             replies = cel_oracle.match_many(batch)
             for (expr, device), theirs in zip(batch, replies, strict=True):
                 ours = gpuclaim_match(expr, device)
                 seen += 1
-                if known_cost_difference(ours, theirs):
-                    known += 1
-                elif verdict(ours) != verdict(theirs):
+                costs += estimated_cost(theirs) is not None
+                if not same_cost(ours, theirs) or (verdict(ours) != verdict(theirs) and not _one_of_upstreams(
+                        cel_oracle, expr, device, "match", verdict(ours))):
                     disagreements.append(expr)
                     out.write(json.dumps({"expr": expr, "device": device_json(device), "upstream": theirs,
                                           "gpuclaim": ours}) + "\n")
-    print(f"long run: {seen} selectors, {len(disagreements)} disagreements, {known} cost-boundary differences")
+    print(f"long run: {seen} selectors, {len(disagreements)} disagreements, {costs} cost estimates compared")
     assert seen == LONG_BUDGET
     assert not disagreements, f"{len(disagreements)} disagreements, see {report}: {disagreements[:5]}"

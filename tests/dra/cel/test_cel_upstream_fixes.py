@@ -119,3 +119,48 @@ def test_free_type_variables_accept_what_cel_go_accepts(expr: str) -> None:
     compiled = cel.compile_uncached(expr)
     outcome = compiled.outcome(cel.PlainDevice("x"))
     assert outcome is True or (isinstance(outcome, cel.CelRuntimeError) and "no such key" in outcome.message)
+
+
+@pytest.mark.parametrize("expr, upstream", [
+    # k8s library/cost.go: split's result size is `uint64(i)` of a literal limit, so -1 allows 2^64-1 items
+    ("device.driver.split(',', -1).join() == ''", 1844674407370955279),
+    ("device.driver.split(',', -1).join().endsWith(device.driver)", 1844674407370955288),
+    # checker/cost.go sizes strings.quote / bytes() with Go's wrapping uint64 arithmetic
+    ("strings.quote(device.driver.findAll('\\\\d+')[0]).format([['a']]) != ''", 1844674407370955294),
+    ("bytes(device.driver.findAll('a')[0]).size() > 0", 1844674407370955276),
+    # ext/sets.go charges equivalent twice
+    ("sets.equivalent([1, 2], [2, 1])", 29),
+    # two-variable macros cost what cel-go's expansion around the user's expression costs
+    ("device.attributes['gpu.nvidia.com'].all(k, v, k != 'x')", 164),
+    ("device.attributes['gpu.nvidia.com'].exists(k, v, k == 'x')", 196),
+    ("device.attributes['gpu.nvidia.com'].existsOne(k, v, k == 'x')", 133),
+    ("[1, 2].transformList(i, v, v + i).size() > 1", 53),
+    ("[1, 2].transformList(i, v, v > 1, v + i).size() > 1", 57),
+    ("{'a': 1}.transformMap(k, v, v + 1).size() == 1", 68),
+    ("[1].transformMapEntry(i, v, {string(v): i}).size() > 0", 78),
+    # `---1` is three negations of 1 (one call) and `-(1)` a call: neither is folded into a literal
+    ("---1 == -1", 2),
+    ("-(1) == -1", 2),
+    ("null < null", 1),
+])
+def test_cost_estimate_is_upstreams(expr: str, upstream: int) -> None:
+    """The oracle's maxCost for each (tests/dra/cel/test_cel_oracle.py compares every random selector's too)."""
+    try:
+        assert cel.compile_uncached(expr).estimated_cost == upstream
+    except cel.CelCompileError as err:
+        assert err.message == "too complex, exceeds cost limit" and err.cost == upstream
+
+
+@pytest.mark.parametrize("expr, matched", [
+    ("[1, 2].existsOne(k, v, v == 1)", True), ("[1, 1].exists_one(k, v, v == 1)", False),
+    ("{'a': 1}.exists_one(k, v, v == 1)", True),
+])
+def test_two_variable_exists_one_is_bool_in_both_spellings(expr: str, matched: bool) -> None:
+    assert cel.compile_uncached(expr).evaluate(cel.PlainDevice("x")) is matched
+
+
+def test_a_sign_run_is_negations_of_the_positive_literal() -> None:
+    with pytest.raises(cel.CelCompileError, match="invalid int literal"):
+        cel.compile_uncached("---9223372036854775808 == 1")
+    outcome = cel.compile_uncached("-(-9223372036854775808) == 1").outcome(cel.PlainDevice("x"))
+    assert isinstance(outcome, cel.CelRuntimeError) and outcome.message == "integer overflow"  # as upstream
