@@ -224,6 +224,7 @@ class GarbageCollector:
         # key -> when this collector last saw it in use: an unused-since from before is stale (unused_since's
         # ``used_at``), whether or not its removal succeeded or the view shows it yet
         self._used_at: dict[Key, float] = {}
+        self._forbidden = False  # an annotation write got 403 in this sweep: no more this sweep
 
     def forget(self) -> None:
         """Leadership lost: the in-memory clocks go; the next leader reads the annotations."""
@@ -260,6 +261,7 @@ class GarbageCollector:
         ``may_delete()`` (the lease is still held)."""
         result = SweepResult()
         self.metrics.sweeps.inc()
+        self._forbidden = False
         seen: set[Key] = set()
         alive: set[Key] = set()
         idle_counts = dict.fromkeys(KINDS, 0)
@@ -326,12 +328,12 @@ class GarbageCollector:
         if self.dry_run:
             return
         for kind, obj in judged.clear:  # first: a use the next leader must know of matters more than a mark
-            if not may_delete():
+            if not may_delete() or self._forbidden:
                 return
             if await self._patch(kind, obj, {"metadata": {"annotations": {UNUSED_SINCE_ANNOTATION: None}}}, "clear"):
                 result.cleared.append(_where(kind, obj))
         for kind, obj, since in judged.mark:
-            if not may_delete():
+            if not may_delete() or self._forbidden:
                 return
             meta = obj.get("metadata") or {}
             patch = {"metadata": {"resourceVersion": str(meta.get("resourceVersion", "")),
@@ -350,6 +352,8 @@ class GarbageCollector:
             if exc.code not in (404, 409):  # gone, or changed since judged: judged again at the next sweep
                 log.warning("gc: cannot %s %s on %s: %s", action, UNUSED_SINCE_ANNOTATION, _where(kind, obj), exc)
                 self.metrics.errors.inc()
+            if exc.code == 403:  # no `patch` in this RBAC: one refusal per sweep, not one per object; the clocks
+                self._forbidden = True  # stay in memory, as before they were persisted
             return False
         except ApiUnavailable as exc:
             log.warning("gc: cannot %s %s on %s: %s", action, UNUSED_SINCE_ANNOTATION, _where(kind, obj), exc)

@@ -599,3 +599,18 @@ async def test_after_a_handover_the_new_leader_deletes_once_idle_since_the_old_l
     finally:
         await a.stop()
         await b.stop()
+
+
+async def test_without_patch_permission_one_refused_write_per_sweep_and_the_memory_clock_still_deletes(
+        double: RunningDouble, client: KubeClient, view: ClusterCache) -> None:
+    for i in range(5):
+        await create(double, template(f"gpuclaim-t{i}"))
+    await settle(view, double)
+    double.faults.add(Fault(kind="status", verbs=frozenset({"patch"}), code=403, times=None))
+    clock = Clock()
+    gc = collector(client, view, clock)
+    for _ in range(2):
+        assert (await gc.sweep()).marked == []
+    assert gc.metrics.registry.get_sample_value("gpuclaim_gc_errors_total") == 2  # not 10
+    clock.t += IDLE + 1
+    assert len((await gc.sweep()).deleted) == 5  # as before the clock was persisted

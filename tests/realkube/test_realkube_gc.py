@@ -28,6 +28,7 @@ SHARING = "gpuclaim.io/sharing-group"
 OURS = {"app.kubernetes.io/managed-by": "gpuclaim"}
 DEVICES = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}
 TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
+CLAIMS = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
 
 
 @pytest.fixture
@@ -151,8 +152,8 @@ class OneNamespace:
         return {k: o for k, o in self.cache.objects(kind).items() if k.startswith(self.prefix)}
 
 
-def _unused_since(kube: Kube, ns: str, name: str) -> str | None:
-    got = kube.api.get(f"{TEMPLATES.format(ns=ns)}/{name}")
+def _unused_since(kube: Kube, ns: str, name: str, collection: str = TEMPLATES) -> str | None:
+    got = kube.api.get(f"{collection.format(ns=ns)}/{name}")
     return (got["metadata"].get("annotations") or {}).get(garbage.UNUSED_SINCE_ANNOTATION)
 
 
@@ -178,6 +179,9 @@ async def test_the_idle_clock_survives_a_change_of_leader_on_the_real_apiserver(
         obj = template(name, ns)
         obj["metadata"]["annotations"] = marks
         kube.api.create(obj)
+    kube.api.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                     "metadata": {"name": "gpuclaim-shared-idle", "namespace": ns, "labels": OURS,
+                                  "annotations": {SHARING: "g"}}, "spec": DEVICES})
     kube.api.create(_pod("user", ns, "gpuclaim-in-use"))
     cache = ClusterCache(client, registry=CollectorRegistry(), specs=(
         WatchSpec("ResourceClaimTemplate", "resource.k8s.io/v1", "resourceclaimtemplates", namespaced=True),
@@ -210,6 +214,7 @@ async def test_the_idle_clock_survives_a_change_of_leader_on_the_real_apiserver(
         observed = now[0]
         await sweeps_by(a_gc, 2)
         first_marks = {name: _unused_since(kube, ns, name) for name in _names(kube, ns)}
+        claim_mark = _unused_since(kube, ns, "gpuclaim-shared-idle", CLAIMS)
         kube.api.create(_pod("between", ns, "gpuclaim-used-between"))
         await sweeps_by(a_gc, 2)  # pods are listed fresh at every sweep: a saw it in use
         after_use = _unused_since(kube, ns, "gpuclaim-used-between")
@@ -229,7 +234,9 @@ async def test_the_idle_clock_survives_a_change_of_leader_on_the_real_apiserver(
         assert _names(kube, ns) == {"gpuclaim-idle", "gpuclaim-used-between", "gpuclaim-malformed", "gpuclaim-in-use"}
 
         now[0] = observed + IDLE + 1  # an idle period after a's observation, half of one after b's first sweep
-        await eventually(lambda: _names(kube, ns) == {"gpuclaim-used-between", "gpuclaim-in-use"}, 20)
+        await eventually(lambda: _names(kube, ns) == {"gpuclaim-used-between", "gpuclaim-in-use"}
+                         and "gpuclaim-shared-idle" not in {c["metadata"]["name"]
+                                                            for c in kube.api.list("ResourceClaim", ns)}, 20)
         await sweeps_by(b_gc, 3)
         assert _names(kube, ns) == {"gpuclaim-used-between", "gpuclaim-in-use"}
         now[0] += IDLE / 2 + 1
@@ -239,6 +246,7 @@ async def test_the_idle_clock_survives_a_change_of_leader_on_the_real_apiserver(
         assert _names(kube, ns) == {"gpuclaim-in-use"} and _unused_since(kube, ns, "gpuclaim-in-use") is None
         assert b_gc.metrics.registry.get_sample_value("gpuclaim_gc_deleted_total",
                                                       {"kind": "ResourceClaimTemplate"}) == 3
+        assert b_gc.metrics.registry.get_sample_value("gpuclaim_gc_deleted_total", {"kind": "ResourceClaim"}) == 1
         assert a_gc.metrics.registry.get_sample_value("gpuclaim_gc_deleted_total",
                                                       {"kind": "ResourceClaimTemplate"}) == 0
         # how: a marked what it saw unused, replaced the malformed value, and removed the marks of what was in use
@@ -246,6 +254,7 @@ async def test_the_idle_clock_survives_a_change_of_leader_on_the_real_apiserver(
         assert first_marks == {"gpuclaim-idle": mark, "gpuclaim-used-between": mark, "gpuclaim-malformed": mark,
                                "gpuclaim-in-use": None}
         assert after_use is None and after_handover == garbage.format_time(observed + IDLE / 2)
+        assert claim_mark == mark  # a ResourceClaim's metadata takes the same merge patch
     finally:
         for _, _, task in replicas:
             task.cancel()
