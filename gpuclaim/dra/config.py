@@ -325,7 +325,8 @@ class GcConfig:
     idle_seconds: float = field(default=3600.0, metadata=_meta(_positive))
     interval_seconds: float = field(default=300.0, metadata=_meta(_positive))
     dry_run: bool = False  # find and count what would be deleted, log it, delete nothing
-    # paces DELETEs so a backlog (20,000 templates) does not hit kube-apiserver as one burst
+    # paces the collector's writes (DELETEs, unused-since marks and clears) so a backlog (20,000 templates)
+    # does not hit kube-apiserver as one burst
     max_deletes_per_second: float = field(default=20.0, metadata=_meta(_positive))
     lease_name: str = field(default="gpuclaim-gc", metadata=_meta(_subdomain))
     # default: the webhook's own namespace (POD_NAMESPACE)
