@@ -55,8 +55,8 @@ def _small_tls_read_buffers() -> None:
 # How long a worker thread may keep the GIL while the event loop waits for it (CPython's default: 5 ms). Each time
 # the loop comes back from select() with a worker busy (a big body decoded or converted, big selectors compiled:
 # both run in worker threads so that they do not stall the loop), it waits up to this long, several times per
-# request. Measured in `python -m e2e.bench hostile` on 2 cores: with 5 ms, ordinary admissions during the 250
-# big pods had a p99 of 27-28 ms (event-loop lag of 10-29 ms sampled every millisecond); with 0.5 ms, 10.7 ms.
+# request. Measured in `python -m e2e.bench hostile` on 2 cores shared with other work, four back-to-back pairs:
+# the ordinary admissions' p99 while 250 big pods were sent went from 10.2-20.5 ms to 8.1-11.7 ms.
 # A shorter interval only costs when two threads want the GIL, never on the usual path (the loop alone).
 SWITCH_INTERVAL_SECONDS = 0.0005
 
