@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+# gpuclaim.dra.cel raises the interpreter's recursion limit when first imported; hypothesis fails a test during
+# which the limit changes ("recursion limit changed during test"), and since the CLI imports command modules
+# lazily that first import can fall inside one. Import it once, before any test runs.
+import gpuclaim.dra.cel  # noqa: F401
 from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
 from gpuclaim.kube import config
 from gpuclaim.kube.client import KubeClient

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from chart_helpers import VALUE_SETS, Rendered
+from chart_helpers import VALUE_SETS, Rendered, render_values
 
 SETS = sorted(VALUE_SETS)
 
@@ -72,10 +72,20 @@ def test_servers_get_the_designed_cli_flags_and_mount_config_and_tls(render: Any
 
 
 @pytest.mark.parametrize("component", ["webhook", "extender"])
-def test_probes_use_healthz_and_readyz_over_https(render: Any, component: str) -> None:
+def test_probes_use_healthz_and_readyz(render: Any, component: str) -> None:
     (c,) = server(render("default"), component)["spec"]["template"]["spec"]["containers"]
-    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"), ("startupProbe", "/healthz")):
-        assert c[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+    # readiness and start-up over the TLS port (what kube-apiserver and kube-scheduler call); liveness on the
+    # metrics port, which a flood of connections to the TLS port does not fill
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics", "scheme": "HTTP"}
+
+
+@pytest.mark.parametrize("component", ["webhook", "extender"])
+def test_liveness_stays_on_the_tls_port_under_the_metrics_network_policy(component: str) -> None:
+    rendered = render_values({"metrics": {"networkPolicy": {"enabled": True}}})
+    (c,) = server(rendered, component)["spec"]["template"]["spec"]["containers"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
 
 
 def test_webhook_runs_two_replicas_spread_across_nodes_with_a_disruption_budget(render: Any) -> None:

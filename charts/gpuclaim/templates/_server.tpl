@@ -109,11 +109,21 @@ spec:
               scheme: HTTPS
             periodSeconds: 2
             failureThreshold: 30
+          # Liveness asks the metrics port, which counts its own connections: a TLS port full of a flood's
+          # connections (webhook.maxConnections) refuses kubelet's probes too, and restarting the pod for
+          # that would turn an attack into a crash loop. Under the optional NetworkPolicy the metrics port
+          # admits only its listed peers, and whether kubelet's probes pass depends on the CNI, so there
+          # liveness stays on the TLS port (docs/hardening.md).
           livenessProbe:
             httpGet:
               path: /healthz
+              {{- if $root.Values.metrics.networkPolicy.enabled }}
               port: https
               scheme: HTTPS
+              {{- else }}
+              port: metrics
+              scheme: HTTP
+              {{- end }}
             periodSeconds: 10
             timeoutSeconds: 3
             failureThreshold: 3
