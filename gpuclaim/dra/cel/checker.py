@@ -36,8 +36,8 @@ def check(text: str, expr: ast.Expr, *, stored: bool, multi_alloc: bool = False)
 
 def _describe(args: list[t.Type], member: bool) -> str:
     if member:
-        return f"{args[0]}.({', '.join(str(a) for a in args[1:])})"
-    return f"({', '.join(str(a) for a in args)})"
+        return f"{t.display(args[0])}.({', '.join(t.display(a) for a in args[1:])})"
+    return f"({', '.join(t.display(a) for a in args)})"
 
 
 def _qualified_name(e: ast.Expr) -> str | None:
@@ -90,13 +90,9 @@ class _Checker:
     def sub(self, ty: t.Type) -> t.Type:
         return t.substitute(self.mapping, ty, False) if t.has_param(ty) else ty
 
-    def shown(self, ty: t.Type) -> str:
-        """A type as "no matching overload" shows it: bound variables replaced, free ones dyn."""
-        return str(t.substitute(self.mapping, ty, True))
-
     def mismatch(self, pos: int, expected: t.Type, found: t.Type) -> CelCompileError:
         # cel-go's typeMismatch prints the types as they are (a free variable by its name)
-        return self.fail(pos, f"expected type '{expected}' but found '{found}'")
+        return self.fail(pos, f"expected type '{t.display(expected)}' but found '{t.display(found)}'")
 
     def assert_type(self, e: ast.Expr, expected: t.Type) -> None:
         found = self.out.type_of(e)
@@ -372,14 +368,6 @@ class _Checker:
                 result = ret
             elif not result.is_dyn and ret != result:
                 result = t.DYN
-        if result is None and function in _RELATIONAL and all(
-                a == t.NULL or a.is_dyn or a.is_param for a in arg_types) and t.NULL in arg_types:
-            # cel-go's null is assignable to its timestamp overloads: it compiles (a free variable becomes a
-            # timestamp), then fails at run time
-            for a in arg_types:
-                self.assignable(a, t.TIMESTAMP)
-            matched = [Overload(f"{function}_timestamp", function, False, (t.TIMESTAMP, t.TIMESTAMP), t.BOOL)]
-            result = t.BOOL
         if result is None:
             shown = [t.substitute(self.mapping, a, True) for a in arg_types]
             raise self.fail(

@@ -250,8 +250,17 @@ class _Coster:
             size, sub = (entry[1] if entry else None), "@keys"
         if e.iter_var2 is not None:
             # two-variable comprehensions: index/key and value; the value's size is the element's
-            key = _Var(None if base is None else [*base, "@keys"], R(0, U64) if kind == "list" else size, None)
-            val = _Var(None if base is None else [*base, "@items" if kind == "list" else "@values"], None, None)
+            # cel-go pushIterKey / pushIterValue: sizes from the range's entry sizes, paths "@indices"/"@keys" and
+            # "@items"/"@values". Both are `append(path, sub)` on the range's path: where that Go slice has spare
+            # capacity (its length is not a power of two, as appends grow it), the value's append overwrites the
+            # key's last element, so the key variable is sized as the value (`device.attributes["x"]`, length 3)
+            ksub, vsub = ("@indices", "@items") if kind == "list" else ("@keys", "@values")
+            kpath = None if base is None else [*base, ksub]
+            vpath = None if base is None else [*base, vsub]
+            if base is not None and len(base) & (len(base) - 1):
+                kpath = vpath
+            key = _Var(kpath, entry[1] if entry else None, None)
+            val = _Var(vpath, entry[2] if entry else None, None)
             self.push(e.iter_var, key)
             self.push(e.iter_var2, val)
         else:
@@ -273,6 +282,8 @@ class _Coster:
                 self.sizes[e.id] = s
         elif isinstance(e.accu_init, ast.ListExpr | ast.MapExpr):
             self.sizes[e.id] = count
+            if e.macro == "transformMap" or e.macro == "transformMapEntry":
+                self.entries.pop(e.id, None)  # cel.@mapInsert has no entry size
             if e.macro in ("map", "filter"):
                 # the elements are what each step appends (`__result__ + [x]`): cel-go knows their size
                 appended = [x for x in _lists_in(e.loop_step) if x.id in self.entries and x.elements]
@@ -295,6 +306,8 @@ class _Coster:
             return ZERO, body + (accu + ONE).union(accu)
         if e.macro == "transformList":  # accu + [body]
             step = accu + body + R(_LIST_BASE, _LIST_BASE) + ONE
+            # the result's elements: the union of `[]`'s (none) and `[body]`'s (add_list's entry size)
+            self.entries[e.id] = ("list", ONE, R(0, self.size_or_unknown(e.loop_step).hi))
         elif e.macro == "transformMap":  # cel.@mapInsert(accu, k, body)
             step = accu + ONE + body + ONE
         else:  # cel.@mapInsert(accu, body)

@@ -16,12 +16,14 @@ from gpuclaim.dra.cel.types import (
     BYTES,
     CIDR,
     DOUBLE,
+    DURATION,
     DYN,
     INT,
     IP,
     QUANTITY,
     SEMVER,
     STRING,
+    TIMESTAMP,
     UINT,
     URL,
     A,
@@ -75,25 +77,41 @@ _g("@in", "in_list", (A, list_of(A)), BOOL)
 _g("@in", "in_map", (A, map_of(A, B)), BOOL)
 _g("_[_]", "index_list", (list_of(A), INT), A)
 _g("_[_]", "index_map", (map_of(A, B), A), B)
+# cel-go's optional library indexes optionals too (cel/library.go); null is assignable to an optional, so
+# `null[0]` matches both and is dyn
+_g("_[_]", "optional_list_index_int", (optional_of(list_of(A)), INT), optional_of(A))
+_g("_[_]", "optional_map_index_value", (optional_of(map_of(A, B)), A), optional_of(B))
 _g("_[?_]", "list_optindex_optional_int", (list_of(A), INT), optional_of(A))
+_g("_[?_]", "optional_list_optindex_optional_int", (optional_of(list_of(A)), INT), optional_of(A))
 _g("_[?_]", "map_optindex_optional_value", (map_of(A, B), A), optional_of(B))
+_g("_[?_]", "optional_map_optindex_optional_value", (optional_of(map_of(A, B)), A), optional_of(B))
 _g("_?._", "select_optional_field", (DYN, STRING), optional_of(DYN))
 # cel-go's declaration order (common/stdlib/standard.go): the first overload that matches binds a free type
 # variable, so `-{}["a"]` is a double and `{}["a"] + {}["b"]` bytes, as upstream.
 _REL_ORDER = (("bool", BOOL, BOOL), ("int64", INT, INT), ("int64_double", INT, DOUBLE), ("int64_uint64", INT, UINT),
               ("uint64", UINT, UINT), ("uint64_double", UINT, DOUBLE), ("uint64_int64", UINT, INT),
               ("double", DOUBLE, DOUBLE), ("double_int64", DOUBLE, INT), ("double_uint64", DOUBLE, UINT),
-              ("string", STRING, STRING), ("bytes", BYTES, BYTES))
+              ("string", STRING, STRING), ("bytes", BYTES, BYTES), ("timestamp", TIMESTAMP, TIMESTAMP),
+              ("duration", DURATION, DURATION))
 for _op, _name in (("_<_", "less"), ("_<=_", "less_equals"), ("_>_", "greater"), ("_>=_", "greater_equals")):
     for _sfx, _lt, _rt in _REL_ORDER:
         _g(_op, f"{_name}_{_sfx}", (_lt, _rt), BOOL)
 _g("_+_", "add_bytes", (BYTES, BYTES), BYTES)
 _g("_+_", "add_double", (DOUBLE, DOUBLE), DOUBLE)
+_g("_+_", "add_duration_duration", (DURATION, DURATION), DURATION)
+_g("_+_", "add_duration_timestamp", (DURATION, TIMESTAMP), TIMESTAMP)
+_g("_+_", "add_timestamp_duration", (TIMESTAMP, DURATION), TIMESTAMP)
 _g("_+_", "add_int64", (INT, INT), INT)
 _g("_+_", "add_list", (list_of(A), list_of(A)), list_of(A))
 _g("_+_", "add_string", (STRING, STRING), STRING)
 _g("_+_", "add_uint64", (UINT, UINT), UINT)
-for _op, _name in (("_/_", "divide"), ("_%_", "modulo"), ("_*_", "multiply"), ("_-_", "subtract")):
+_g("_-_", "subtract_double", (DOUBLE, DOUBLE), DOUBLE)
+_g("_-_", "subtract_duration_duration", (DURATION, DURATION), DURATION)
+_g("_-_", "subtract_int64", (INT, INT), INT)
+_g("_-_", "subtract_timestamp_duration", (TIMESTAMP, DURATION), TIMESTAMP)
+_g("_-_", "subtract_timestamp_timestamp", (TIMESTAMP, TIMESTAMP), DURATION)
+_g("_-_", "subtract_uint64", (UINT, UINT), UINT)
+for _op, _name in (("_/_", "divide"), ("_%_", "modulo"), ("_*_", "multiply")):
     for _n, _t in (("double", DOUBLE), ("int64", INT), ("uint64", UINT)):
         if not (_name == "modulo" and _t == DOUBLE):
             _g(_op, f"{_name}_{_n}", (_t, _t), _t)
@@ -113,8 +131,9 @@ _g("bool", "bool_to_bool", (BOOL,), BOOL)
 _g("bool", "string_to_bool", (STRING,), BOOL)
 _g("bytes", "bytes_to_bytes", (BYTES,), BYTES)
 _g("bytes", "string_to_bytes", (STRING,), BYTES)
-for _fn, _res, _srcs in (("double", DOUBLE, (DOUBLE, INT, STRING, UINT)), ("int", INT, (INT, DOUBLE, STRING, UINT)),
-                         ("string", STRING, (STRING, BOOL, BYTES, DOUBLE, INT, UINT)),
+for _fn, _res, _srcs in (("double", DOUBLE, (DOUBLE, INT, STRING, UINT)),
+                         ("int", INT, (INT, DOUBLE, DURATION, STRING, TIMESTAMP, UINT)),
+                         ("string", STRING, (STRING, BOOL, BYTES, DOUBLE, DURATION, INT, TIMESTAMP, UINT)),
                          ("uint", UINT, (UINT, DOUBLE, INT, STRING))):
     for _src in _srcs:
         _g(_fn, f"{_src}_to_{ {'int': 'int64', 'uint': 'uint64'}.get(_fn, _fn)}", (_src,), _res)
@@ -142,13 +161,16 @@ _g("strings.quote", "strings_quote", (STRING,), STRING)
 _m("format", "string_format", (STRING, list_of(DYN)), STRING)
 
 # -- Kubernetes lists, regex, URLs, IP/CIDR ------------------------------------------------------------
-_ORDERED = (INT, UINT, DOUBLE, STRING, BYTES, BOOL)
+# k8s library/lists.go comparableTypes / summableTypes, in their order (the first match binds a free variable)
+_ORDERED = (INT, UINT, DOUBLE, BOOL, DURATION, TIMESTAMP, STRING, BYTES)
 for _t in _ORDERED:
     _m("isSorted", f"list_{_t}_is_sorted_bool", (list_of(_t),), BOOL)
-    _m("min", f"list_{_t}_min", (list_of(_t),), _t)
-    _m("max", f"list_{_t}_max", (list_of(_t),), _t)
-for _t in (INT, UINT, DOUBLE):
+for _t in (INT, UINT, DOUBLE, DURATION):
     _m("sum", f"list_{_t}_sum", (list_of(_t),), _t)
+for _t in _ORDERED:
+    _m("max", f"list_{_t}_max", (list_of(_t),), _t)
+for _t in _ORDERED:
+    _m("min", f"list_{_t}_min", (list_of(_t),), _t)
 _m("indexOf", "list_a_index_of_int", (list_of(A), A), INT)
 _m("lastIndexOf", "list_a_last_index_of_int", (list_of(A), A), INT)
 _m("find", "string_find_string", (STRING, STRING), STRING)
@@ -185,6 +207,14 @@ _m("value", "optional_value", (optional_of(A),), A)
 _m("hasValue", "optional_hasValue", (optional_of(A),), BOOL)
 _m("orValue", "optional_orValue_value", (optional_of(A), A), A)
 _m("or", "optional_or_optional", (optional_of(A), optional_of(A)), optional_of(A))
+
+# -- cel-go's timestamp and duration accessors (common/stdlib/standard.go) -----------------------------
+for _f in ("getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate", "getDayOfWeek", "getHours",
+           "getMinutes", "getSeconds", "getMilliseconds"):
+    _m(_f, f"timestamp_to_{_f}", (TIMESTAMP,), INT)
+    _m(_f, f"timestamp_to_{_f}_with_tz", (TIMESTAMP, STRING), INT)
+    if _f in ("getHours", "getMinutes", "getSeconds", "getMilliseconds"):
+        _m(_f, f"duration_to_{_f}", (DURATION,), INT)
 
 # -- Kubernetes quantity and semver libraries --------------------------------------------------------
 _g("quantity", "string_to_quantity", (STRING,), QUANTITY)

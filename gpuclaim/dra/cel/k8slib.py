@@ -108,9 +108,19 @@ def _list(v: object) -> list[Any] | tuple[Any, ...]:
     return v
 
 
+# library/lists.go isSorted/min/max: every element must be a traits.Comparer (`[null].min()` has no overload)
+_COMPARABLE = frozenset({int, UintType, float, str, bytes, bool})
+
+
+def _comparable(items: list[Any] | tuple[Any, ...]) -> None:
+    if any(type(x) not in _COMPARABLE for x in items):
+        no_overload()
+
+
 @impl("isSorted", member=True)
 def _is_sorted(lst: object) -> bool:
     items = _list(lst)
+    _comparable(items)
     return all(compare(items[i], items[i + 1]) <= 0 for i in range(len(items) - 1))
 
 
@@ -134,6 +144,7 @@ def _extreme(lst: object, sign: int, name: str) -> object:
     items = _list(lst)
     if not items:
         fail(f"{name} called on empty list")
+    _comparable(items)
     best = items[0]
     for x in items[1:]:
         if compare(x, best) * sign > 0:

@@ -36,6 +36,7 @@ from gpuclaim.dra.cel.values import (
     lookup,
     no_overload,
 )
+from gpuclaim.dra.semver import Semver
 
 Fn = Callable[[dict[str, Any]], Any]
 BUDGET = "$budget"
@@ -139,8 +140,8 @@ class _Compiler:
                     for kf, vf, is_opt in pairs:
                         k = kf(env)
                         if type(k) not in _MAP_KEYS:
-                            # cel-go builds a Go map of any comparable value (evalMap.Eval): doubles, null and
-                            # types are keys there too; lists and maps (pointers there) are not supported here
+                            # cel-go builds a Go map of any comparable value (evalMap.Eval): doubles, null, types and
+                            # optionals are keys there too; lists and maps (pointers there) are not supported here
                             fail(f"unsupported map key type: {type(k).__name__}")
                         v = vf(env)
                         if is_opt:
@@ -241,6 +242,19 @@ class _Compiler:
             return negate
         if fn == "@in" and isinstance(e.args[1], ast.ListExpr) and not e.args[1].elements:
             return lambda env: False  # cel-go's set-membership optimisation: `x in []` never evaluates x
+        if fn == "@in" and _constant_primitives(e.args[1]):
+            a, b = args
+
+            def in_set(env: dict[str, Any]) -> bool:
+                # cel-go's set-membership optimisation (interpreter/decorators.go maybeOptimizeSetMembership) looks
+                # the value up in a Go map: a value of an unhashable Go type makes it panic, which cel-go reports
+                v = a(env)
+                unhashable = _UNHASHABLE.get(type(v))
+                if unhashable is not None:
+                    fail(f"internal error: runtime error: hash of unhashable type {unhashable}")
+                return ops.contains(v, b(env))
+
+            return in_set
         if fn == "@in":
             a, b = args
             return lambda env: ops.contains(a(env), b(env))
@@ -260,7 +274,7 @@ class _Compiler:
             def or_else(env: dict[str, Any]) -> Any:
                 o = target(env)
                 if type(o) is not Optional:
-                    no_overload()
+                    return o  # cel/library.go evalOptionalOr(Value): a non-optional left side is the result
                 if o.present:
                     return o.value if lazy else o
                 alt = other(env)
@@ -460,7 +474,28 @@ class _Compiler:
 _MISSING = object()
 
 
-_MAP_KEYS = frozenset({str, int, UintType, bool, float, type(None), TypeValue})
+_UNHASHABLE = {Semver: "cel.Semver", bytes: "types.Bytes"}
+_PRIMITIVE_CONSTS = frozenset({"int", "uint", "double", "string", "bool"})
+_CONVERSIONS = frozenset({"int", "uint", "double", "string", "bool", "dyn"})
+
+
+def _constant_primitives(e: ast.Expr) -> bool:
+    """A non-empty list literal the planner makes a constant of only primitives (not bytes, not null)."""
+    if not isinstance(e, ast.ListExpr) or not e.elements or e.optional:
+        return False
+    for x in e.elements:
+        if isinstance(x, ast.Call) and x.target is None and x.function in _CONVERSIONS and len(x.args) == 1:
+            # a folded conversion of a constant: its value's kind is the conversion's (dyn keeps the argument's)
+            inner = x.args[0]
+            if not isinstance(inner, ast.Const) or (x.function == "dyn" and inner.kind not in _PRIMITIVE_CONSTS):
+                return False
+            continue
+        if not isinstance(x, ast.Const) or x.kind not in _PRIMITIVE_CONSTS:
+            return False
+    return True
+
+
+_MAP_KEYS = frozenset({str, int, UintType, bool, float, type(None), TypeValue, Optional})
 
 
 def _restore(env: dict[str, Any], name: str, saved: object) -> None:

@@ -187,6 +187,12 @@ def to_bytes(v: object) -> bytes:
     return _str(v).encode("utf-8")
 
 
+# cel-go's timestamp/duration accessors: declared (a dyn attribute may call them upstream, and fails at run time
+# there); gpuclaim makes no timestamp or duration values, so every call is one without a matching overload
+for _accessor in ("getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate", "getDayOfWeek", "getHours",
+                  "getMinutes", "getSeconds", "getMilliseconds"):
+    FUNCS[(_accessor, True)] = lambda *_args: no_overload()
+
 FUNCS[("dyn", False)] = lambda v: v
 FUNCS[("type", False)] = lambda v: TypeValue(type_name(v))
 
@@ -213,6 +219,8 @@ def _index_of(s: object, sub: object, start: object = 0) -> int:
 
         return next((i for i, x in enumerate(s) if equals(x, sub)), -1)
     text, pattern, i = _str(s), _str(sub), _int(start)
+    if pattern == "":
+        return i  # cel-go v0.26 ext/strings.go indexOfOffset: the offset as it is, unchecked
     if i > len(text):
         return -1  # cel-go: a start beyond the end finds nothing (a negative one is an error)
     return text.find(pattern, _offset(text, i))
@@ -225,8 +233,16 @@ def _last_index_of(s: object, sub: object, *start: object) -> int:
 
         return next((i for i in range(len(s) - 1, -1, -1) if equals(s[i], sub)), -1)
     text, pattern = _str(s), _str(sub)
-    end = _offset(text, _int(start[0])) if start else len(text)
-    return text.rfind(pattern, 0, end + len(pattern))
+    if not start:
+        return len(text) if pattern == "" else text.rfind(pattern)
+    i = _int(start[0])
+    if pattern == "":
+        return i  # cel-go v0.26 ext/strings.go lastIndexOfOffset: the offset as it is, unchecked
+    if i < 0:
+        fail(f"index out of range: {i}")
+    if i >= len(text):
+        return -1  # lastIndexOfOffset: an offset at or past the end finds nothing
+    return text.rfind(pattern, 0, min(i, len(text) - len(pattern)) + len(pattern))
 
 
 _ASCII_UPPER = {c: c + 32 for c in range(65, 91)}

@@ -35,8 +35,18 @@ A, B = Type("_A"), Type("_B")
 
 # cel-go isLegacyNullable: object and opaque types accept null
 _NULLABLE = frozenset({"kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL", "net.IP", "net.CIDR",
-                       "optional_type", "kubernetes.DRADevice", "google.protobuf.Timestamp"})
-TIMESTAMP = Type("google.protobuf.Timestamp")
+                       "optional_type", "kubernetes.DRADevice", "google.protobuf.Timestamp",
+                       "google.protobuf.Duration"})
+# cel-go's standard timestamp and duration types: declared for overload resolution (null and free type variables
+# bind to them as upstream); gpuclaim has no functions that make such values (docs/dev/upstream-oracle.md)
+TIMESTAMP, DURATION = Type("google.protobuf.Timestamp"), Type("google.protobuf.Duration")
+
+
+def display(t: Type) -> str:
+    """A type as cel-go's checker messages print it (FormatCELType): the null type is `null` there."""
+    if t.params:
+        return f"{t.name}({', '.join(display(p) for p in t.params)})"
+    return "null" if t.name == "null_type" else t.name
 
 
 def list_of(t: Type) -> Type:

@@ -164,3 +164,27 @@ def test_a_sign_run_is_negations_of_the_positive_literal() -> None:
         cel.compile_uncached("---9223372036854775808 == 1")
     outcome = cel.compile_uncached("-(-9223372036854775808) == 1").outcome(cel.PlainDevice("x"))
     assert isinstance(outcome, cel.CelRuntimeError) and outcome.message == "integer overflow"  # as upstream
+
+
+@pytest.mark.parametrize("expr, outcome", [
+    # cel-go's set membership over a constant list of primitives hashes the value: a version panics upstream
+    ("device.attributes['x'].v in ['a', 'b']", "internal error: runtime error: hash of unhashable type cel.Semver"),
+    ("device.attributes['x'].v in ['a', device.driver]", False),
+    # null and free variables resolve against the timestamp/duration and optional-index overloads
+    ("{}['a'] + null == 1", "no such key: a"),
+    ("null[0] == [1]", "runtime"),
+    ("[null].min() == null", "runtime"),
+    # an optional's or/orValue on a non-optional yields it; indexOf/lastIndexOf of "" yield the offset
+    ("dyn(1).orValue(2) == 1", True),
+    ("'aaa!'.lastIndexOf('', 5) == 5 && 'aaa!'.indexOf('', -3) == -3 && 'aaa!'.lastIndexOf('a', 4) == -1", True),
+    ("size({optional.of(1): 0, optional.of(1): 1}) == 2", True),
+])
+def test_long_run_findings(expr: str, outcome: object) -> None:
+    from gpuclaim.dra.semver import parse_semver
+
+    device = cel.PlainDevice("x", {"x/v": parse_semver("1.2.3")})
+    got = cel.compile_uncached(expr).outcome(device)
+    if isinstance(outcome, bool):
+        assert got is outcome
+    else:
+        assert isinstance(got, cel.CelRuntimeError) and (outcome == "runtime" or got.message == outcome)
