@@ -114,13 +114,6 @@ class _Var:
     entry: tuple[str, R, R] | None  # (container kind, key size, value size)
 
 
-def _lists_in(e: ast.Expr) -> list[ast.ListExpr]:
-    out = [e] if isinstance(e, ast.ListExpr) else []
-    for child in ast.children(e):
-        out += _lists_in(child)
-    return out
-
-
 def estimate(checked: Checked) -> R:
     return _Coster(checked).cost(checked.expr)
 
@@ -285,11 +278,15 @@ class _Coster:
             if e.macro == "transformMap" or e.macro == "transformMapEntry":
                 self.entries.pop(e.id, None)  # cel.@mapInsert has no entry size
             if e.macro in ("map", "filter"):
-                # the elements are what each step appends (`__result__ + [x]`): cel-go knows their size
-                appended = [x for x in _lists_in(e.loop_step) if x.id in self.entries and x.elements]
-                if appended:
-                    item = appended[0]
-                    self.entries[e.id] = self.entries[item.id]
+                # the elements are what each step appends: the step is `__result__ + [x]`, under
+                # `cond ? ... : __result__` with a filter; add_list's entry size is the union of the
+                # accumulator's (`[]`: none) and `[x]`'s (not a list literal in the condition)
+                add = e.loop_step
+                if isinstance(add, ast.Call) and add.function == "_?_:_":
+                    add = add.args[1]
+                if isinstance(add, ast.Call) and add.function == "_+_" and add.args[1].id in self.entries:
+                    kind, keys, vals = self.entries[add.args[1].id]
+                    self.entries[e.id] = (kind, keys, R(0, vals.hi))
         return total
 
     def two_variable_step(self, e: ast.Comprehension) -> tuple[R, R]:

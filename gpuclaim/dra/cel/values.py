@@ -107,7 +107,11 @@ def equals(a: object, b: object, *, top: bool = True) -> bool:
     """CEL ``==`` (``top``: the operator itself; inside lists and maps values compare without errors)."""
     ta, tb = type(a), type(b)
     if ta in _NUMERIC and tb in _NUMERIC:
-        return a == b  # Python compares int/float exactly, as CEL's cross-type equality does
+        if ta is tb or (ta is not float and tb is not float):
+            return a == b  # int/uint compare exactly (cel-go compareIntUint)
+        if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):  # type: ignore[arg-type]
+            return False
+        return _numeric_cmp(a, b) == 0
     if (ta is Quantity or ta is Semver) and b is None:
         return False  # their Equal(null) is false, not an error
     if ta is Quantity or ta is Semver:
@@ -157,12 +161,37 @@ def lookup(m: Mapping[Any, Any], key: object) -> tuple[bool, object]:
     return False, None
 
 
+def _double_vs_integer(d: float, i: int) -> int:
+    """cel-go common/types/compare.go compareDoubleInt / compareDoubleUint: the integer is converted to a
+    double (so `double(9223372036854775807) > 9223372036854775807` is false: both are 2^63)."""
+    if type(i) is UintType:
+        if d < 0:
+            return -1
+        if d > 18446744073709551615.0:
+            return 1
+    else:
+        if d < -9223372036854775808.0:
+            return -1
+        if d > 9223372036854775807.0:
+            return 1
+    f = float(i)
+    return (d > f) - (d < f)
+
+
+def _numeric_cmp(a: Any, b: Any) -> int:
+    if type(a) is float and type(b) is not float:
+        return _double_vs_integer(a, b)
+    if type(b) is float and type(a) is not float:
+        return -_double_vs_integer(b, a)
+    return (a > b) - (a < b)  # type: ignore[no-any-return]
+
+
 def compare(a: object, b: object) -> int:
     ta, tb = type(a), type(b)
     if ta in _NUMERIC and tb in _NUMERIC:
         if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):  # type: ignore[arg-type]
             no_overload()  # CEL: NaN is unordered; cel-go's comparisons then yield false, handled by callers
-        return (a > b) - (a < b)  # type: ignore[operator, no-any-return]
+        return _numeric_cmp(a, b)
     if ta is tb and ta in (str, bytes, bool):
         return (a > b) - (a < b)  # type: ignore[operator, no-any-return]
     no_overload()
