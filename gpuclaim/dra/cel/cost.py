@@ -66,7 +66,7 @@ class R:
 
 
 ZERO, ONE, UNKNOWN = R(0, 0), R(1, 1), R(0, U64)
-_SCALARS = {"bool", "double", "int", "uint"}
+_SCALARS = {"bool", "double", "int", "uint", "google.protobuf.Duration", "google.protobuf.Timestamp"}
 
 
 # The DRA size tree: (max elements, key node, element node, fields).

@@ -137,6 +137,12 @@ for _fn, _res, _srcs in (("double", DOUBLE, (DOUBLE, INT, STRING, UINT)),
                          ("uint", UINT, (UINT, DOUBLE, INT, STRING))):
     for _src in _srcs:
         _g(_fn, f"{_src}_to_{ {'int': 'int64', 'uint': 'uint64'}.get(_fn, _fn)}", (_src,), _res)
+_g("duration", "duration_to_duration", (DURATION,), DURATION)
+_g("duration", "int64_to_duration", (INT,), DURATION)
+_g("duration", "string_to_duration", (STRING,), DURATION)
+_g("timestamp", "timestamp_to_timestamp", (TIMESTAMP,), TIMESTAMP)
+_g("timestamp", "int64_to_timestamp", (INT,), TIMESTAMP)
+_g("timestamp", "string_to_timestamp", (STRING,), TIMESTAMP)
 _g("dyn", "to_dyn", (A,), DYN)
 _g("type", "type", (A,), type_of(A))
 

@@ -13,6 +13,7 @@ from celpy.celtypes import UintType
 from gpuclaim.dra.cel import regex
 from gpuclaim.dra.cel.stdlib import FUNCS as FUNCS  # the table with this library registered
 from gpuclaim.dra.cel.stdlib import _int, _str, impl
+from gpuclaim.dra.cel.timevalues import Duration, Timestamp
 from gpuclaim.dra.cel.values import NONE, Optional, check_int, compare, equals, fail, no_overload
 from gpuclaim.dra.quantity import Quantity, QuantityError, is_quantity, parse_quantity
 from gpuclaim.dra.semver import Semver, SemverError, is_semver, parse_semver
@@ -109,7 +110,7 @@ def _list(v: object) -> list[Any] | tuple[Any, ...]:
 
 
 # library/lists.go isSorted/min/max: every element must be a traits.Comparer (`[null].min()` has no overload)
-_COMPARABLE = frozenset({int, UintType, float, str, bytes, bool})
+_COMPARABLE = frozenset({int, UintType, float, str, bytes, bool, Duration, Timestamp})
 
 
 def _comparable(items: list[Any] | tuple[Any, ...]) -> None:
@@ -137,6 +138,11 @@ def _sum(lst: object) -> object:
         return UintType(total) if total < 2**64 else fail("unsigned integer overflow")
     if kinds == {float}:
         return float(sum(items))
+    if kinds == {Duration}:
+        total = 0
+        for x in items:
+            total = check_int(total + x.ns)  # Duration.Add one at a time, each overflow checked
+        return Duration(total)
     no_overload()
 
 

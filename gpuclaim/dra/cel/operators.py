@@ -9,6 +9,7 @@ from typing import Any
 
 from celpy.celtypes import UintType
 
+from gpuclaim.dra.cel import timevalues as tv
 from gpuclaim.dra.cel.errors import CelRuntimeError
 from gpuclaim.dra.cel.values import (
     INT64_MIN,
@@ -46,9 +47,25 @@ def arith(op: str) -> Callable[[Any, Any], Any]:
                 return a + b
             if ta is UintType:
                 return check_uint(int(a) + int(b))
+            if ta is tv.Duration:
+                return tv.add_duration(a, b)
         if isinstance(a, list | tuple) and isinstance(b, list | tuple):
             return [*a, *b]
+        if ta is tv.Timestamp and tb is tv.Duration:
+            return tv.add_time_duration(a, b.ns)
+        if ta is tv.Duration and tb is tv.Timestamp:
+            return tv.add_time_duration(b, a.ns)
         no_overload()
+
+    def subtract(a: Any, b: Any) -> Any:
+        ta, tb = type(a), type(b)
+        if ta is tv.Duration and tb is tv.Duration:
+            return tv.sub_duration(a, b)
+        if ta is tv.Timestamp and tb is tv.Duration:
+            return tv.sub_time_duration(a, b)
+        if ta is tv.Timestamp and tb is tv.Timestamp:
+            return tv.sub_times(a, b)
+        return num(sub)(a, b)
 
     def num(f: Callable[[Any, Any, type], Any]) -> Callable[[Any, Any], Any]:
         def g(a: Any, b: Any) -> Any:
@@ -89,7 +106,7 @@ def arith(op: str) -> Callable[[Any, Any], Any]:
         r = r if a >= 0 else -r
         return r if ta is int else UintType(r)
 
-    return {"_+_": add, "_-_": num(sub), "_*_": num(mul), "_/_": num(div), "_%_": num(mod)}[op]
+    return {"_+_": add, "_-_": subtract, "_*_": num(mul), "_/_": num(div), "_%_": num(mod)}[op]
 
 
 RELATIONAL: dict[str, Callable[[int], bool]] = {

@@ -19,6 +19,7 @@ from celpy.celtypes import UintType
 
 from gpuclaim.dra.cel import ast
 from gpuclaim.dra.cel import operators as ops
+from gpuclaim.dra.cel import timevalues as tvals
 from gpuclaim.dra.cel import types as t
 from gpuclaim.dra.cel.checker import Checked
 from gpuclaim.dra.cel.errors import CelCostLimitError, CelRuntimeError
@@ -237,6 +238,8 @@ class _Compiler:
                     return check_int(-v)
                 if type(v) is float:
                     return -v
+                if type(v) is tvals.Duration:
+                    return tvals.Duration(check_int(-v.ns))  # cel-go's Negater, reached through dyn
                 no_overload()
 
             return negate
@@ -495,7 +498,8 @@ def _constant_primitives(e: ast.Expr) -> bool:
     return True
 
 
-_MAP_KEYS = frozenset({str, int, UintType, bool, float, type(None), TypeValue, Optional})
+_MAP_KEYS = frozenset({str, int, UintType, bool, float, type(None), TypeValue, Optional, tvals.Duration,
+                       tvals.Timestamp})
 
 
 def _restore(env: dict[str, Any], name: str, saved: object) -> None:

@@ -13,6 +13,7 @@ from typing import Any, NoReturn, TypeVar
 from celpy.celtypes import UintType
 
 from gpuclaim.dra.cel import regex
+from gpuclaim.dra.cel import timevalues as tv
 from gpuclaim.dra.cel.values import (
     INT64_MAX,
     INT64_MIN,
@@ -105,6 +106,10 @@ def to_int(v: object) -> int:
         if n is None or not INT64_MIN <= n <= INT64_MAX:
             fail("type conversion error from 'string' to 'int'")  # cel-go's wording, overflow included
         return n
+    if type(v) is tv.Duration:
+        return v.ns  # nanoseconds
+    if type(v) is tv.Timestamp:
+        return v.sec  # Unix seconds (Go's t.Unix())
     no_overload()
 
 
@@ -160,6 +165,10 @@ def to_string(v: object) -> str:
             fail("invalid UTF-8 in bytes, cannot convert to string")
     if t is TypeValue:
         return str(v)
+    if t is tv.Duration:
+        return tv.duration_to_string(v)  # type: ignore[arg-type]
+    if t is tv.Timestamp:
+        return tv.rfc3339(v)  # type: ignore[arg-type]
     if type_name(v) == "kubernetes.Semver":
         fail("no such overload: string(kubernetes.Semver)")  # the semver library has no string conversion
     if hasattr(v, "cel_type") or type_name(v).startswith("kubernetes."):
@@ -187,11 +196,48 @@ def to_bytes(v: object) -> bytes:
     return _str(v).encode("utf-8")
 
 
-# cel-go's timestamp/duration accessors: declared (a dyn attribute may call them upstream, and fails at run time
-# there); gpuclaim makes no timestamp or duration values, so every call is one without a matching overload
+@impl("timestamp", member=False)
+def to_timestamp(v: object) -> tv.Timestamp:
+    """cel-go's timestamp(): RFC 3339 strings (Go's time.Parse) and Unix seconds, in years 0001..9999."""
+    if type(v) is tv.Timestamp:
+        return v
+    if type(v) is str:
+        return tv.to_timestamp_from_string(v)
+    if type(v) is int:
+        return tv.to_timestamp_from_int(v)
+    no_overload()
+
+
+@impl("duration", member=False)
+def to_duration(v: object) -> tv.Duration:
+    """cel-go's duration(): Go's time.ParseDuration syntax. duration(int) is declared upstream but its binding
+    (Int.ConvertToType) has no duration case: always a conversion error there, as here."""
+    if type(v) is tv.Duration:
+        return v
+    if type(v) is str:
+        return tv.to_duration_from_string(v)
+    if type(v) is int:
+        fail("type conversion error from 'int' to 'google.protobuf.Duration'")
+    no_overload()
+
+
+def _time_accessor(name: str) -> Impl:
+    def get(target: object, *tz: object) -> int:
+        if type(target) is tv.Timestamp:
+            if tz and type(tz[0]) is not str:
+                no_overload()
+            return tv.accessor(name, target, tz[0] if tz else None)  # type: ignore[arg-type]
+        if type(target) is tv.Duration and not tz and name in ("getHours", "getMinutes", "getSeconds",
+                                                              "getMilliseconds"):
+            return tv.duration_accessor(name, target)
+        no_overload()
+
+    return get
+
+
 for _accessor in ("getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate", "getDayOfWeek", "getHours",
                   "getMinutes", "getSeconds", "getMilliseconds"):
-    FUNCS[(_accessor, True)] = lambda *_args: no_overload()
+    FUNCS[(_accessor, True)] = _time_accessor(_accessor)
 
 FUNCS[("dyn", False)] = lambda v: v
 FUNCS[("type", False)] = lambda v: TypeValue(type_name(v))
@@ -435,6 +481,10 @@ def _format_string(arg: object, what: str) -> str:
         return "{" + ", ".join(f"{k}:{v}" for k, v in pairs) + "}"
     if arg is None:
         return "null"
+    if t is tv.Duration:
+        return tv.duration_to_string(arg)  # type: ignore[arg-type]
+    if t is tv.Timestamp:
+        return tv.rfc3339(arg)  # type: ignore[arg-type]  # ext/formatting.go: ConvertToType(StringType)
     if t in (int, UintType, float, bool, str, bytes, TypeValue):
         return to_string(arg)
     _format_error(what, arg)
@@ -454,6 +504,10 @@ def _quoted(v: object, what: str) -> str:
         return "b" + _go_quote(to_string(v))
     if t is TypeValue:
         return f"type({v})"
+    if t is tv.Duration:
+        return f'duration("{tv.duration_to_string(v)}")'  # type: ignore[arg-type]  # quoteForCEL
+    if t is tv.Timestamp:
+        return f'timestamp("{tv.rfc3339(v)}")'  # type: ignore[arg-type]
     if t in (int, UintType, bool) or v is None or isinstance(v, list | tuple | Mapping):
         return _format_string(v, what)
     fail(f"no formatting function for {type_name(v)}")

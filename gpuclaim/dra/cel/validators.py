@@ -17,16 +17,34 @@ from gpuclaim.dra.cel import ast, regex
 from gpuclaim.dra.cel import types as t
 from gpuclaim.dra.cel.checker import Checked
 from gpuclaim.dra.cel.errors import CelCompileError, CelRuntimeError, error_at
+from gpuclaim.dra.cel.timevalues import Duration, Timestamp
 
-_CONVERSIONS = frozenset({"bool", "bytes", "double", "dyn", "int", "string", "type", "uint"})
+_CONVERSIONS = frozenset({"bool", "bytes", "double", "duration", "dyn", "int", "string", "timestamp", "type", "uint"})
 
 
 def validate(text: str, checked: Checked) -> None:
     """Raise the first error cel-go would report for a checked expression (in cel-go's order)."""
+    _literals(text, checked, checked.expr, "duration")
+    _literals(text, checked, checked.expr, "timestamp")
     _regexes(text, checked.expr)
     _homogeneous(text, checked, checked.expr, exempt=False)
     _format_calls(text, checked, checked.expr)
     _fold(checked, checked.expr)
+
+
+# -- ValidateDurationLiterals / ValidateTimestampLiterals ----------------------------------------------------
+# cel-go cel/validator.go formatValidator: a literal argument of any call named duration()/timestamp() is
+# evaluated with the function's overloads; an error (`duration("x")`, `duration(1)`, year 0000) is reported
+# at the argument.
+def _literals(text: str, c: Checked, e: ast.Expr, function: str) -> None:
+    if isinstance(e, ast.Call) and e.function == function and e.target is None and len(e.args) == 1 and isinstance(
+            e.args[0], ast.Const):
+        try:
+            _evaluate(c, e)
+        except CelRuntimeError:
+            raise error_at(text, e.args[0].pos, f"invalid {function} argument") from None
+    for child in ast.children(e):
+        _literals(text, c, child, function)
 
 
 # -- ValidateRegexLiterals ---------------------------------------------------------------------------------
@@ -90,7 +108,8 @@ _VERB_ERRORS = {
     "x": "only integers, byte buffers, and strings can be formatted as hex",
     "X": "only integers, byte buffers, and strings can be formatted as hex",
 }
-_STRING_OK = frozenset({"list", "map", "int", "uint", "double", "bool", "string", "bytes", "type", "null_type"})
+_STRING_OK = frozenset({"list", "map", "int", "uint", "double", "bool", "string", "bytes", "type", "null_type",
+                        "google.protobuf.Timestamp", "google.protobuf.Duration"})
 STRING_CLAUSE = ("string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, "
                  "durations, and timestamps")
 
@@ -195,7 +214,8 @@ def _fold(c: Checked, e: ast.Expr) -> bool:
 
 
 # cel-go interpreter/attributes.go newQualifier: "invalid qualifier type: %T" for any other constant
-_QUALIFIER_TYPES = {type(None): "types.Null", bytes: "types.Bytes", list: "*types.baseList", dict: "*types.baseMap"}
+_QUALIFIER_TYPES = {type(None): "types.Null", bytes: "types.Bytes", list: "*types.baseList", dict: "*types.baseMap",
+                    Duration: "types.Duration", Timestamp: "types.Timestamp"}
 
 
 def _qualifier(c: Checked, index: ast.Expr) -> None:

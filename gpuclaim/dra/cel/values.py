@@ -14,6 +14,7 @@ from typing import Any, NoReturn, cast
 from celpy.celtypes import UintType
 
 from gpuclaim.dra.cel.errors import CelRuntimeError
+from gpuclaim.dra.cel.timevalues import Duration, Timestamp
 from gpuclaim.dra.quantity import Quantity
 from gpuclaim.dra.semver import Semver
 
@@ -194,6 +195,10 @@ def compare(a: object, b: object) -> int:
         return _numeric_cmp(a, b)
     if ta is tb and ta in (str, bytes, bool):
         return (a > b) - (a < b)  # type: ignore[operator, no-any-return]
+    if isinstance(a, Duration) and isinstance(b, Duration):
+        return (a.ns > b.ns) - (a.ns < b.ns)
+    if isinstance(a, Timestamp) and isinstance(b, Timestamp):
+        return (a.key() > b.key()) - (a.key() < b.key())
     no_overload()
 
 

@@ -481,3 +481,100 @@ class FreeGen(Gen):
 def free_type_selectors(draw: Draw, depth: int = 2) -> str:
     """A selector whose typing depends on binding a free type variable (see :class:`FreeGen`)."""
     return FreeGen(draw).free_bool(depth)
+
+
+# -- timestamps and durations (cel-go's standard library) --------------------------------------------------
+TIMESTAMPS = ["2024-01-01T00:00:00Z", "2025-06-30T23:59:59.5Z", "1970-01-01T00:00:00Z", "2024-02-29T12:00:00+01:00",
+              "2023-12-31T23:30:00-05:30", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999999Z",
+              "2024-03-10T07:00:00.123456789Z", "2024-01-01T00:00:00+00:00", "2024-01-01T5:00:00Z",
+              "2024-01-01T00:00:00,25Z", "2024-11-03T06:30:00Z"]
+BAD_TIMESTAMPS = ["x", "", "2024-01-01", "2023-02-29T00:00:00Z", "2024-01-01T24:00:00Z", "0000-12-31T23:59:59Z",
+                  "2024-01-01t00:00:00z", "2024-01-01T00:00:00+24:00", "2024-1-01T00:00:00Z", "2024-01-01T00:00:60Z"]
+DURATIONS = ["1h", "30m", "1h2m3.5s", "300ms", "-1.5h", "1us", "1µs", "1μs", "1ns", "0", "0s", "+5s", ".5s", "1.s",
+             "2562047h47m16.854775807s", "-2562047h47m16.854775808s", "1.0000000001s", "3723s", "90m", "-1ns",
+             "1h1h", "0.333333333333h"]
+BAD_DURATIONS = ["x", "", "1", "1d", "-", ".s", "2562048h", "1hh", "1 h", "9223372036854775808ns", "+-1s"]
+TIME_ZONES = ["UTC", "", "Europe/Paris", "America/Los_Angeles", "Asia/Kolkata", "Australia/Lord_Howe", "+05:30",
+              "-08:00", "+00:00", "-00:30", "Nowhere/X", "x:30", "05:-30", "Local", "../etc", "+1:5"]
+TS_ACCESSORS = ["getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate", "getDayOfWeek", "getHours",
+                "getMinutes", "getSeconds", "getMilliseconds"]
+DUR_ACCESSORS = ["getHours", "getMinutes", "getSeconds", "getMilliseconds"]
+TIME_TYPES = ["timestamp", "duration", "int", "string", "bool"]
+
+
+class TimeGen(Gen):
+    """Expressions over timestamps and durations: literals (valid, invalid, at the range limits), arithmetic,
+    comparisons, accessors with and without time zones, conversions, and values that reach the functions only
+    at run time (through dyn or a device attribute)."""
+
+    def timestamp(self, d: int) -> str:
+        r = self.draw(st.integers(0, 9))
+        if d <= 0 or r < 4:
+            lit = self.pick(TIMESTAMPS if not self.chance(0.1) else BAD_TIMESTAMPS)
+            return f"timestamp({_q(lit)})"
+        if r == 4:
+            return f"timestamp({self.pick(['0', '1', '-62135596800', '253402300799', '253402300800', '1700000000'])})"
+        if r == 5:
+            return f"{self.timestamp(d - 1)} + {self.duration(d - 1)}"
+        if r == 6:
+            return f"{self.timestamp(d - 1)} - {self.duration(d - 1)}"
+        if r == 7:
+            return f"{self.duration(d - 1)} + {self.timestamp(d - 1)}"
+        if r == 8:
+            return f"timestamp(dyn({self.pick(['1', _q(self.pick(TIMESTAMPS)), _q('x')])}))"
+        return f"timestamp({self.timestamp(d - 1)})"
+
+    def duration(self, d: int) -> str:
+        r = self.draw(st.integers(0, 9))
+        if d <= 0 or r < 4:
+            lit = self.pick(DURATIONS if not self.chance(0.1) else BAD_DURATIONS)
+            return f"duration({_q(lit)})"
+        if r == 4:
+            return f"({self.duration(d - 1)} + {self.duration(d - 1)})"
+        if r == 5:
+            return f"({self.duration(d - 1)} - {self.duration(d - 1)})"
+        if r == 6:
+            return f"({self.timestamp(d - 1)} - {self.timestamp(d - 1)})"
+        if r == 7:
+            return f"duration(dyn({self.pick([_q(self.pick(DURATIONS)), '1', _q('bad')])}))"
+        if r == 8:
+            return f"[{self.duration(d - 1)}, {self.duration(d - 1)}].{self.pick(['sum()', 'max()', 'min()'])}"
+        return f"-dyn({self.duration(d - 1)})"
+
+    def time_of(self, ty: str, d: int) -> str:
+        if ty == "timestamp":
+            return self.timestamp(d)
+        if ty == "duration":
+            return self.duration(d)
+        if ty == "int":
+            r = self.draw(st.integers(0, 3))
+            if r == 0:
+                return f"int({self.pick([self.timestamp(d), self.duration(d)])})"
+            if r == 1:
+                return f"{self.duration(d)}.{self.pick(DUR_ACCESSORS)}()"
+            if r == 2:
+                return f"{self.timestamp(d)}.{self.pick(TS_ACCESSORS)}()"
+            return f"{self.timestamp(d)}.{self.pick(TS_ACCESSORS)}({_q(self.pick(TIME_ZONES))})"
+        if ty == "string":
+            return f"string({self.pick([self.timestamp(d), self.duration(d)])})"
+        kind = self.pick(["timestamp", "duration"])
+        r = self.draw(st.integers(0, 3))
+        if r == 0:
+            op = self.pick(["<", "<=", ">", ">=", "==", "!="])
+            return f"{self.time_of(kind, d)} {op} {self.time_of(kind, d)}"
+        if r == 1:
+            return f"{self.time_of(kind, d)} in [{self.time_of(kind, d)}, {self.time_of(kind, d)}]"
+        if r == 2:
+            return f"[{self.time_of(kind, d)}, {self.time_of(kind, d)}].isSorted()"
+        return f"type({self.time_of(kind, d)}) == type({self.time_of(self.pick(['timestamp', 'duration']), d)})"
+
+
+@st.composite
+def time_selectors(draw: Draw, depth: int = 2) -> str:
+    return TimeGen(draw).time_of("bool", depth)
+
+
+@st.composite
+def time_expressions(draw: Draw, depth: int = 2) -> str:
+    g = TimeGen(draw)
+    return g.time_of(g.pick(TIME_TYPES), depth)

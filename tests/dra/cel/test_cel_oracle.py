@@ -24,7 +24,7 @@ from oracle_compare import (
     same_cost,
     verdict,
 )
-from oracle_grammar import devices, expressions, free_type_selectors, selectors
+from oracle_grammar import devices, expressions, free_type_selectors, selectors, time_expressions, time_selectors
 
 from e2e.oracle.cel.client import device_json
 from gpuclaim.dra import cel
@@ -126,6 +126,22 @@ def test_free_type_variables_agree_with_upstream(cel_oracle: Any, expr: str, dev
     """`[]`, `{}`, `optional.none()` in macro and overload positions: cel-go binds their type variables by
     unification over the whole expression (`0 in [].filter(y, y == 0u)` does not compile)."""
     _differential(cel_oracle, expr, device)
+
+
+@settings(_CI, max_examples=BUDGET // 5)
+@given(expr=time_selectors(), device=devices())
+def test_timestamp_and_duration_selectors_agree_with_upstream(cel_oracle: Any, expr: str,
+                                                              device: cel.PlainDevice) -> None:
+    """cel-go's timestamp()/duration(): literals valid and not, arithmetic, comparisons, accessors with time
+    zones, conversions, lists of them; the verdict, the error stage and the cost estimate must be upstream's."""
+    _differential(cel_oracle, expr, device)
+
+
+@settings(_CI, max_examples=BUDGET // 5)
+@given(expr=time_expressions(), device=devices())
+def test_timestamp_and_duration_values_agree_with_upstream(cel_oracle: Any, expr: str,
+                                                           device: cel.PlainDevice) -> None:
+    _differential(cel_oracle, expr, device, "eval")
 
 
 def _batches(total: int, size: int = 1000) -> Any:

@@ -71,6 +71,8 @@ def _claim(*expressions: str) -> dict[str, object]:
     'device.attributes["gpu.nvidia.com"].exists(k, v, k == "productName")',
     'device.attributes["gpu.nvidia.com"].productName.matches("\\\\p{Lu}")',
     '[?optional.of("x"), device.driver].size() > 0',
+    'duration("1h") > duration("30m")',
+    'timestamp("2024-01-01T00:00:00Z") < timestamp("2025-01-01T00:00:00Z")',
 ])
 def test_lint_accepts_what_the_apiserver_accepts(expr: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "claim.yaml"
@@ -81,7 +83,8 @@ def test_lint_accepts_what_the_apiserver_accepts(expr: str, tmp_path: Path, caps
 
 
 @pytest.mark.parametrize("expr", ["[1, 2.0].size() == 2", 'int("x") == 1', '"%d".format(["x"]) == ""',
-                                  "[1, 2, 3].existsOne(x, x == 2)"])
+                                  "[1, 2, 3].existsOne(x, x == 2)", 'duration("1d") > duration("0s")',
+                                  'timestamp(dyn("x")) == timestamp(0)'])
 def test_lint_refuses_what_the_apiserver_refuses(expr: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "claim.yaml"
     path.write_text(yaml.safe_dump(_claim(expr)))
@@ -193,3 +196,74 @@ def test_long_run_findings(expr: str, outcome: object) -> None:
         assert got is outcome
     else:
         assert isinstance(got, cel.CelRuntimeError) and (outcome == "runtime" or got.message == outcome)
+
+
+@pytest.mark.parametrize("expr, value", [
+    # cel-go v0.26's timestamp() and duration() (common/types/timestamp.go, duration.go), values from the oracle
+    ('string(duration("1h"))', "3600s"),
+    ('string(duration("1h2m3.5s"))', "3723.5s"),
+    ('string(duration("-1ns"))', "-0.000000001s"),
+    ('string(duration("1µs") + duration("1μs") + duration("1us"))', "0.000003s"),
+    ('string(duration("0.333333333333h"))', "1199.999999998s"),
+    ('int(duration("1s"))', 1_000_000_000),
+    ('duration("3723s").getMinutes()', 62),
+    ('duration("-90m").getHours()', -1),
+    ('string(timestamp("2024-01-01T00:00:00+01:00"))', "2024-01-01T00:00:00+01:00"),
+    ('string(timestamp("2024-01-01T00:00:00.50Z"))', "2024-01-01T00:00:00.5Z"),
+    ('string(timestamp("2024-01-01T5:00:00,25Z"))', "2024-01-01T05:00:00.25Z"),  # Go's lenient general parser
+    ('string(timestamp("2024-01-01T00:00:00+24:00"))', "2024-01-01T00:00:00+24:00"),
+    ('string(timestamp(1700000000))', "2023-11-14T22:13:20Z"),
+    ('int(timestamp("1970-01-01T00:00:01.9Z"))', 1),
+    ('string(timestamp("2024-01-31T23:00:00Z") + duration("2h"))', "2024-02-01T01:00:00Z"),
+    ('string(timestamp("2024-03-01T00:00:00Z") - timestamp("2024-02-28T00:00:00Z"))', "172800s"),
+    # accessors: UTC without a zone (whatever the timestamp's own offset), else an IANA name or an offset
+    ('timestamp("2024-01-01T00:00:00+01:00").getHours()', 23),
+    ('timestamp("2024-01-01T00:00:00+05:30").getDayOfWeek()', 0),
+    ('timestamp("2024-01-01T00:00:00Z").getHours("Europe/Paris")', 1),
+    ('timestamp("2024-07-01T00:00:00Z").getHours("Europe/Paris")', 2),
+    ('timestamp("2023-01-01T05:00:00Z").getDayOfYear("America/Los_Angeles")', 364),
+    ('timestamp("2024-01-01T00:00:00Z").getHours("+05:30")', 5),
+    ('timestamp("2024-01-01T00:00:00Z").getMinutes("-00:30")', 30),
+    ('timestamp("2024-12-31T12:00:00Z").getDayOfYear()', 365),
+    ('timestamp("2024-07-14T10:30:45.123Z").getMilliseconds()', 123),
+    ('[duration("1h"), duration("2h")].sum()', "duration:3h0m0s"),
+    ('"%s".format([[duration("1h"), timestamp(1)]])', '[duration("3600s"), timestamp("1970-01-01T00:00:01Z")]'),
+    ('type(duration("1h")) == type(duration("2h")) && type(timestamp(1)) != type(duration("1s"))', True),
+])
+def test_timestamps_and_durations_evaluate_as_cel_go(expr: str, value: object) -> None:
+    got = cel.evaluate_expression(expr)
+    if isinstance(value, str) and value.startswith("duration:"):
+        assert str(got) == value.removeprefix("duration:")  # Go's time.Duration.String()
+    else:
+        assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize("expr, stage, error", [
+    ('duration("1d") > duration("0s")', "compile", "invalid duration argument"),
+    ('duration(1) > duration("0s")', "compile", "invalid duration argument"),  # declared upstream, never valid
+    ('timestamp("0000-12-31T23:59:59Z") < timestamp(0)', "compile", "invalid timestamp argument"),
+    ('duration(dyn("x")) > duration("0s")', "compile",
+     "program instantiation failed: type conversion error from 'string' to 'google.protobuf.Duration'"),
+    ('timestamp("9999-12-31T23:59:59.999999999Z") + duration("1ns") > timestamp(0)', "runtime", "timestamp overflow"),
+    ('duration("2562047h") + duration("2562047h") > duration("0s")', "runtime", "integer overflow"),
+    ('timestamp(1).getHours("Nowhere/X") == 1', "runtime", "unknown time zone Nowhere/X"),
+    ('timestamp(1).getHours("x:30") == 1', "runtime", 'strconv.Atoi: parsing "x": invalid syntax'),
+    ('{duration("1h"): 1}[duration("60m")] == 1', "compile",
+     "program instantiation failed: invalid qualifier type: types.Duration"),
+])
+def test_timestamp_and_duration_errors_are_cel_gos(expr: str, stage: str, error: str) -> None:
+    if stage == "compile":
+        with pytest.raises(cel.CelCompileError, match=re.escape(error)):
+            cel.compile_uncached(expr)
+    else:
+        outcome = cel.compile_uncached(expr).outcome(cel.PlainDevice("x"))
+        assert isinstance(outcome, cel.CelRuntimeError) and outcome.message == error
+
+
+@pytest.mark.parametrize("expr, upstream", [
+    ('duration("1h") > duration("30m")', 3),
+    ('duration("1h") in [duration("60m")]', 13),
+    ('duration("1h") == duration("60m")', 3),
+])
+def test_timestamp_and_duration_costs_are_upstreams(expr: str, upstream: int) -> None:
+    assert cel.compile_uncached(expr).estimated_cost == upstream

@@ -102,3 +102,23 @@ def test_device_class_update_compiles_changed_selectors_as_new_even_when_only_re
     new = o.device_class("c", "true", stored_only)
     verdict = validate_object(new, operation="UPDATE", old_object=old, inventory=OfflineInventory(), config=o.config())
     assert o.paths(verdict.denials) == [("spec.selectors[1].cel.expression", "FieldValueInvalid")]
+
+
+@pytest.mark.parametrize("expression", [
+    'duration("1h") > duration("30m")',
+    'timestamp("2024-01-01T00:00:00Z") < timestamp("2025-01-01T00:00:00Z")',
+    'timestamp("2024-01-01T00:00:00Z").getDayOfWeek("Europe/Paris") == 1',
+])
+def test_timestamp_and_duration_selectors_are_allowed_as_by_a_1_34_apiserver(expression: str) -> None:
+    # cel-go's standard library, which the 1.34 DRA environment has (issue 15): these were "undeclared reference"
+    verdict = _create(o.claim(o.request("gpu", expression)))
+    assert verdict.allowed and not verdict.denials
+
+
+@pytest.mark.parametrize("expression, detail", [
+    ('duration("1d") > duration("30m")', "invalid duration argument"),
+    ('timestamp("2023-02-29T00:00:00Z") < timestamp("2025-01-01T00:00:00Z")', "invalid timestamp argument"),
+])
+def test_invalid_timestamp_and_duration_literals_are_denied_as_upstream(expression: str, detail: str) -> None:
+    verdict = _create(o.claim(o.request("gpu", expression)))
+    assert not verdict.allowed and detail in verdict.denials[0].detail
