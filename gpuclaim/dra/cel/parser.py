@@ -63,7 +63,45 @@ def parse(text: str) -> ast.Expr:
         raise _syntax_error(text, pos, f"mismatched input '{shown}' expecting one of {_expected(ex)}") from None
     except lark.exceptions.LarkError as ex:  # pragma: no cover - lark's other errors carry no position
         raise _syntax_error(text, 0, str(ex).splitlines()[0]) from None
-    return _Builder(text).expr(tree)
+    return _qualified_types(_Builder(text).expr(tree))
+
+
+# cel-go's standard type variables with a qualified name: the checker resolves `google.protobuf.Duration` as one
+# identifier (containers.ToQualifiedName) before any variable, so the select chain is that identifier here
+_QUALIFIED_TYPES = frozenset({"google.protobuf.Timestamp", "google.protobuf.Duration"})
+
+
+def _dotted(e: ast.Expr) -> str | None:
+    if isinstance(e, ast.Ident):
+        return e.name
+    if isinstance(e, ast.Select) and not e.test_only:
+        head = _dotted(e.operand)
+        return None if head is None else f"{head}.{e.field}"
+    return None
+
+
+def _qualified_types(e: ast.Expr) -> ast.Expr:
+    if isinstance(e, ast.Select) and not e.test_only and _dotted(e) in _QUALIFIED_TYPES:
+        root = e.operand
+        while isinstance(root, ast.Select):
+            root = root.operand
+        return ast.Ident(str(_dotted(e)), root.pos)
+    match e:
+        case ast.Select():
+            e.operand = _qualified_types(e.operand)
+        case ast.Call():
+            e.target = None if e.target is None else _qualified_types(e.target)
+            e.args = [_qualified_types(a) for a in e.args]
+        case ast.ListExpr():
+            e.elements = [_qualified_types(x) for x in e.elements]
+        case ast.MapExpr():
+            e.entries = [(_qualified_types(k), _qualified_types(v)) for k, v in e.entries]
+        case ast.Comprehension():
+            e.iter_range, e.accu_init = _qualified_types(e.iter_range), _qualified_types(e.accu_init)
+            e.loop_cond, e.loop_step = _qualified_types(e.loop_cond), _qualified_types(e.loop_step)
+            e.result = _qualified_types(e.result)
+            e.filter = None if e.filter is None else _qualified_types(e.filter)
+    return e
 
 
 def _expected(ex: lark.exceptions.UnexpectedToken) -> str:

@@ -74,6 +74,7 @@ TYPE_NAMES = {
     "null_type": NULL, "list": list_of(DYN), "map": map_of(DYN, DYN), "dyn": DYN,
 }
 TYPE_NAMES["type"] = type_of(DYN)
+TYPE_NAMES["google.protobuf.Timestamp"], TYPE_NAMES["google.protobuf.Duration"] = TIMESTAMP, DURATION
 
 #: type variable name -> what it is bound to (cel-go ``checker/mapping.go``)
 Mapping = dict[str, Type]

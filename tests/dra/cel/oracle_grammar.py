@@ -566,6 +566,9 @@ class TimeGen(Gen):
             return f"{self.time_of(kind, d)} in [{self.time_of(kind, d)}, {self.time_of(kind, d)}]"
         if r == 2:
             return f"[{self.time_of(kind, d)}, {self.time_of(kind, d)}].isSorted()"
+        if self.chance(0.5):
+            name = self.pick(["google.protobuf.Timestamp", "google.protobuf.Duration"])
+            return f"type({self.time_of(kind, d)}) {self.pick(['in [' + name + ']', '== ' + name])}"
         return f"type({self.time_of(kind, d)}) == type({self.time_of(self.pick(['timestamp', 'duration']), d)})"
 
 
