@@ -581,3 +581,25 @@ def time_selectors(draw: Draw, depth: int = 2) -> str:
 def time_expressions(draw: Draw, depth: int = 2) -> str:
     g = TimeGen(draw)
     return g.time_of(g.pick(TIME_TYPES), depth)
+
+
+_FUZZ_ALPHABET = "0123456789.:-+TZhmsunµμ ,tz"
+
+
+@st.composite
+def mutated_time_literals(draw: Draw) -> str:
+    """A valid timestamp or duration literal with a few characters replaced, inserted or deleted, converted at
+    run time (through dyn: no literal validator) and printed: Go's parsers decide what is valid and the value."""
+    kind = draw(st.sampled_from(["timestamp", "duration"]))
+    chars = list(draw(st.sampled_from(TIMESTAMPS if kind == "timestamp" else DURATIONS)))
+    for _ in range(draw(st.integers(1, 3))):
+        i = draw(st.integers(0, len(chars)))
+        op = draw(st.sampled_from(["replace", "insert", "delete"]))
+        c = draw(st.sampled_from(_FUZZ_ALPHABET))
+        if op == "insert" or not chars:
+            chars.insert(i, c)
+        elif op == "replace":
+            chars[min(i, len(chars) - 1)] = c
+        else:
+            del chars[min(i, len(chars) - 1)]
+    return f'string({kind}(dyn({_q("".join(chars))})))'

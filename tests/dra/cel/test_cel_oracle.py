@@ -24,7 +24,15 @@ from oracle_compare import (
     same_cost,
     verdict,
 )
-from oracle_grammar import devices, expressions, free_type_selectors, selectors, time_expressions, time_selectors
+from oracle_grammar import (
+    devices,
+    expressions,
+    free_type_selectors,
+    mutated_time_literals,
+    selectors,
+    time_expressions,
+    time_selectors,
+)
 
 from e2e.oracle.cel.client import device_json
 from gpuclaim.dra import cel
@@ -141,6 +149,14 @@ def test_timestamp_and_duration_selectors_agree_with_upstream(cel_oracle: Any, e
 @given(expr=time_expressions(), device=devices())
 def test_timestamp_and_duration_values_agree_with_upstream(cel_oracle: Any, expr: str,
                                                            device: cel.PlainDevice) -> None:
+    _differential(cel_oracle, expr, device, "eval")
+
+
+@settings(_CI, max_examples=BUDGET // 5)
+@given(expr=mutated_time_literals(), device=devices())
+def test_timestamp_and_duration_parsing_agrees_with_upstream(cel_oracle: Any, expr: str,
+                                                             device: cel.PlainDevice) -> None:
+    """Go's time.Parse(RFC3339) and time.ParseDuration on near-valid text: accepted or not, and the value."""
     _differential(cel_oracle, expr, device, "eval")
 
 
