@@ -397,10 +397,15 @@ def zone_offset(t: Timestamp, tz: str) -> int:
             return 0  # the apiserver and scheduler run with UTC as their local zone
         if ".." in tz or tz[0] in "/\\":
             _fail("time: invalid location name")
+        import posixpath
         from zoneinfo import ZoneInfo
 
+        if tz.rsplit("/", 1)[-1] in ("", "."):
+            _fail(f"unknown time zone {tz}")  # Go opens <zoneinfo dir>/<name>: a directory path is no zone file
         try:
-            zone = ZoneInfo(tz)
+            # Go joins the name to the zone directory as it is (`Europe//Paris`, `./UTC` open fine); zoneinfo
+            # wants the normalised key
+            zone = ZoneInfo(posixpath.normpath(tz))
         except (ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError subclass, handled below
             _fail(f"unknown time zone {tz}")
         except KeyError:

@@ -495,7 +495,8 @@ DURATIONS = ["1h", "30m", "1h2m3.5s", "300ms", "-1.5h", "1us", "1µs", "1μs", "
              "1h1h", "0.333333333333h"]
 BAD_DURATIONS = ["x", "", "1", "1d", "-", ".s", "2562048h", "1hh", "1 h", "9223372036854775808ns", "+-1s"]
 TIME_ZONES = ["UTC", "", "Europe/Paris", "America/Los_Angeles", "Asia/Kolkata", "Australia/Lord_Howe", "+05:30",
-              "-08:00", "+00:00", "-00:30", "Nowhere/X", "x:30", "05:-30", "Local", "../etc", "+1:5"]
+              "-08:00", "+00:00", "-00:30", "Nowhere/X", "x:30", "05:-30", "Local", "../etc", "+1:5",
+              "Europe//Paris", "./UTC", "UTC/.", "Europe/", "Etc/GMT+5", "US/Pacific"]
 TS_ACCESSORS = ["getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate", "getDayOfWeek", "getHours",
                 "getMinutes", "getSeconds", "getMilliseconds"]
 DUR_ACCESSORS = ["getHours", "getMinutes", "getSeconds", "getMilliseconds"]

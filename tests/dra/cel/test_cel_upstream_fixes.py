@@ -224,6 +224,8 @@ def test_long_run_findings(expr: str, outcome: object) -> None:
     ('timestamp("2024-07-01T00:00:00Z").getHours("Europe/Paris")', 2),
     ('timestamp("2023-01-01T05:00:00Z").getDayOfYear("America/Los_Angeles")', 364),
     ('timestamp("2024-01-01T00:00:00Z").getHours("+05:30")', 5),
+    ('timestamp("2024-01-01T00:00:00Z").getHours("Europe//Paris")', 1),  # a path Go opens, not normalised
+    ('timestamp("2024-01-01T00:00:00Z").getHours("./UTC")', 0),
     ('timestamp("2024-01-01T00:00:00Z").getMinutes("-00:30")', 30),
     ('timestamp("2024-12-31T12:00:00Z").getDayOfYear()', 365),
     ('timestamp("2024-07-14T10:30:45.123Z").getMilliseconds()', 123),
@@ -249,6 +251,8 @@ def test_timestamps_and_durations_evaluate_as_cel_go(expr: str, value: object) -
     ('duration("2562047h") + duration("2562047h") > duration("0s")', "runtime", "integer overflow"),
     ('timestamp(1).getHours("Nowhere/X") == 1', "runtime", "unknown time zone Nowhere/X"),
     ('timestamp(1).getHours("x:30") == 1', "runtime", 'strconv.Atoi: parsing "x": invalid syntax'),
+    # Go opens <zoneinfo>/<name> as it is: a path that ends at a directory is no zone
+    ('timestamp(1).getHours("UTC/.") == 1', "runtime", "unknown time zone UTC/."),
     ('{duration("1h"): 1}[duration("60m")] == 1', "compile",
      "program instantiation failed: invalid qualifier type: types.Duration"),
 ])
