@@ -286,6 +286,18 @@ class _Compiler:
                 return alt
 
             return or_else
+        if fn == "sum" and e.target is not None and not e.args:
+            # k8s library/lists.go binds a zero per overload: an empty list's sum has the list's element type
+            zero = {"uint": UintType(0), "double": 0.0, "google.protobuf.Duration": tvals.Duration(0)}.get(
+                self.c.type_of(e).name)
+            if zero is not None:
+                items, total = self.build(e.target), FUNCS[("sum", True)]
+
+                def typed_sum(env: dict[str, Any]) -> Any:
+                    lst = items(env)
+                    return zero if isinstance(lst, list | tuple) and not lst else total(lst)
+
+                return typed_sum
         impl = FUNCS[(fn, e.target is not None)]
         if e.target is not None:
             args.insert(0, self.build(e.target))

@@ -230,6 +230,9 @@ def test_long_run_findings(expr: str, outcome: object) -> None:
     ('timestamp("2024-12-31T12:00:00Z").getDayOfYear()', 365),
     ('timestamp("2024-07-14T10:30:45.123Z").getMilliseconds()', 123),
     ('[duration("1h"), duration("2h")].sum()', "duration:3h0m0s"),
+    # library/lists.go: the sum of an empty list is its element type's zero
+    ('[duration("1h")].filter(x, false).sum()', "duration:0s"),
+    ('[1u].filter(x, false).sum() == 0u && type([1.5].filter(x, false).sum()) == double', True),
     ('"%s".format([[duration("1h"), timestamp(1)]])', '[duration("3600s"), timestamp("1970-01-01T00:00:01Z")]'),
     ('type(duration("1h")) == type(duration("2h")) && type(timestamp(1)) != type(duration("1s"))', True),
 ])
