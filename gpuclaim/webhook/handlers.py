@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -66,8 +67,10 @@ async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Respons
     big = len(body) > admit.BIG_BODY_BYTES
     try:
         # a big body is decoded (and its answer encoded) in the worker thread: tens of ms of parsing on the event
-        # loop would stall every other admission and probe (issue 14, finding 4)
-        decoded, request_errors = (await admit.off_loop(review.decode, body)) if big else review.decode(body)
+        # loop would stall every other admission and probe (issue 14, finding 4); decoded in steps, since one
+        # orjson call would hold the GIL, and so stop the loop, just as long
+        decoded, request_errors = ((await admit.off_loop(functools.partial(review.decode, body, stepwise=True)))
+                                   if big else review.decode(body))
     except review.BadReview as exc:
         return _error(request, endpoint, 400, f"not an AdmissionReview this webhook can answer: {exc}", started)
     response, record = await admit.admit(endpoint, decoded, request_errors, checks=app[keys.CHECKS],

@@ -18,6 +18,7 @@ import orjson
 
 from gpuclaim.dra.api import names
 from gpuclaim.dra.fieldpath import FieldError, Path
+from gpuclaim.serving import chunked_json
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -155,11 +156,12 @@ def _interned(table: dict[tuple[str, str, str], _T], make: Callable[[str, str, s
     return found
 
 
-def decode(body: bytes) -> tuple[Request, list[FieldError]]:
+def decode(body: bytes, *, stepwise: bool = False) -> tuple[Request, list[FieldError]]:
     """Parse a request body. Raises BadReview when it cannot be answered; else the request and the
-    problems of its fields (an empty list means the request is well-formed)."""
+    problems of its fields (an empty list means the request is well-formed). `stepwise`: for a big body decoded
+    in a worker thread, in steps that let the event loop have the GIL between them (`serving.chunked_json`)."""
     try:
-        doc = orjson.loads(body)
+        doc = chunked_json.loads(body) if stepwise else orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise BadReview(f"body is not JSON: {exc}") from None
     if not isinstance(doc, dict):

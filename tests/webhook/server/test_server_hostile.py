@@ -4,6 +4,7 @@ field error (never a 500, never admitted by accident), and /healthz keeps answer
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
 import gzip
 import logging
@@ -12,6 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import jsonpatch
+import orjson
 import pytest
 from server_helpers import Server, client_ssl, make_config, pod_review, reloader_for, start
 from test_server_cores import double, live  # noqa: F401  (fixtures: the API double and the server on it)
@@ -217,6 +220,42 @@ async def test_a_denial_for_five_thousand_bad_containers_is_bounded(cores: Serve
     assert status == 200 and response["allowed"] is False
     message = response["status"]["message"]
     assert len(message) < 10_000 and "more errors not shown" in message
+
+
+def big_limits_review(n: int = 20_000) -> dict[str, Any]:
+    """A ~0.5 MB pod (the hostile bench's big pod, smaller): its bulk in limits conversion reads and skips."""
+    review = pod_review(gpus=1, uid="u-big")
+    review["request"]["object"]["spec"]["containers"][0]["resources"]["limits"].update(
+        {f"example.org/r-{i:06d}": "1" for i in range(n)})
+    return review
+
+
+async def test_a_big_pod_decoded_in_steps_is_converted_as_a_small_one(live: Server) -> None:  # noqa: F811
+    """Past admit.BIG_BODY_BYTES the body is decoded stepwise (serving.chunked_json) in the worker thread: the
+    patched pod is the one the same pod without its 20,000 unmapped limits becomes (decoded in one orjson call),
+    plus every one of those limits."""
+    big, small = big_limits_review(), pod_review(gpus=1, uid="u-small")
+    assert len(orjson.dumps(big)) > admit.BIG_BODY_BYTES > len(orjson.dumps(small))
+    patched = []
+    for review in (big, small):
+        status, body = await live.post("/mutate", review)
+        assert status == 200 and body["response"]["allowed"] is True, body
+        patch = orjson.loads(base64.b64decode(body["response"]["patch"]))
+        patched.append(jsonpatch.apply_patch(review["request"]["object"], patch))
+    # the small pod loses its only limit; the big one keeps exactly its unmapped ones
+    kept = patched[0]["spec"]["containers"][0]["resources"].pop("limits")
+    assert kept == {f"example.org/r-{i:06d}": "1" for i in range(20_000)}
+    assert "limits" not in patched[1]["spec"]["containers"][0]["resources"]
+    assert patched[0] == patched[1]
+
+
+@pytest.mark.parametrize("spoil", [b'}', b'"\\ud800"', b'"\xff"'], ids=["trailing-brace", "lone-surrogate", "bad-utf8"])
+async def test_a_big_body_that_is_no_json_is_a_400(cores: Server, spoil: bytes) -> None:
+    body = orjson.dumps(big_limits_review())
+    body = body[:-1] + b',"x":' + spoil + b"}" if spoil != b"}" else body + spoil
+    assert len(body) > admit.BIG_BODY_BYTES
+    status, answer = await cores.post("/mutate", body, raw=True, headers={"Content-Type": "application/json"})
+    assert status == 400, (status, answer)
 
 
 # --- finding 7: forged reviews ---

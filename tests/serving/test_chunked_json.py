@@ -1,0 +1,153 @@
+"""`gpuclaim.serving.chunked_json.loads` against orjson, the decoder it stands in for on big bodies.
+
+Both must accept the same documents and decode them to the same values (type for type: 1, 1.0 and True are
+different here), or refuse them both. Documents are drawn as JSON text with random layout, escapes and number
+spellings, and then, half of the time, mutated byte by byte, so that refusals of every kind are reached.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from gpuclaim.serving import chunked_json
+
+
+def canonical(value: Any) -> Any:
+    """A comparable form that keeps types and key order apart, without recursion (documents nest 1,024 deep)."""
+    out: list[Any] = []
+    stack: list[Any] = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            out.append(("{", len(v), tuple(v)))
+            stack.extend(reversed(v.values()))
+        elif type(v) is list:
+            out.append(("[", len(v)))
+            stack.extend(reversed(v))
+        elif type(v) is float:
+            out.append((float, math.copysign(1.0, v), v))
+        else:
+            out.append((type(v), v))
+    return out
+
+
+def verdict(decode: Any, doc: bytes) -> tuple[str, Any]:
+    try:
+        return "ok", canonical(decode(doc))
+    except orjson.JSONDecodeError:
+        return "refused", None
+
+
+# ---- JSON text with the variety orjson meets on the wire ----------------------------------------------------------
+
+_WS = st.sampled_from(["", "", "", " ", "\n", "\t", "\r\n", "  "])
+_NUMBERS = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.sampled_from(["-0", "0.0", "-0.0", "1e5", "1E-2", "-1e+2", "0e0", "1.5e308", "1e400", "-1e400", "1e-400",
+                     "18446744073709551615", "18446744073709551616", "-9223372036854775808",
+                     "-9223372036854775809", "123456789012345678901234567890"]),
+)
+_CHARS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+_ESCAPES = st.sampled_from(['\\"', "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t", "\\u00e9", "\\u0000",
+                            "\\ud83d\\ude00", "\\uD800", "\\udc00x", "\\q", "\\u12", "\x01", "\x7f"])
+
+
+@st.composite
+def _string(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.one_of(_CHARS.map(lambda s: orjson.dumps(s).decode()[1:-1]), _ESCAPES), max_size=4))
+    return '"' + "".join(parts) + '"'
+
+
+_SCALARS = st.one_of(_NUMBERS, _string(), st.sampled_from(["true", "false", "null"]))
+
+
+@st.composite
+def _document(draw: st.DrawFn, depth: int = 0) -> str:
+    kind = draw(st.sampled_from(["scalar", "object", "array", "flat"]) if depth < 4 else st.just("scalar"))
+    if kind == "scalar":
+        return draw(_SCALARS)
+    if kind == "flat":  # long runs of scalars: more than one RUN of them, as in a big pod's limits
+        n = draw(st.sampled_from([1, 2, chunked_json.RUN - 1, chunked_json.RUN, chunked_json.RUN + 1,
+                                  2 * chunked_json.RUN + 3]))
+        values = draw(st.lists(_SCALARS, min_size=1, max_size=3))  # cycled: a long run costs few draws
+        sep = draw(_WS)
+        if draw(st.booleans()):
+            return "[" + f",{sep}".join(values[i % len(values)] for i in range(n)) + "]"
+        repeat = draw(st.integers(1, n))  # k0 .. k(repeat-1), so some keys come again
+        return "{" + f",{sep}".join(f'"k{i % repeat}":{values[i % len(values)]}' for i in range(n)) + "}"
+    items = draw(st.lists(_document(depth + 1), max_size=5))
+    if kind == "array":
+        return "[" + ",".join(draw(_WS) + i + draw(_WS) for i in items) + "]"
+    entries = [draw(_WS) + draw(_string()) + draw(_WS) + ":" + draw(_WS) + v + draw(_WS) for v in items]
+    return "{" + ",".join(entries) + "}"
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> bytes:
+    doc = (draw(_WS) + draw(_document()) + draw(_WS)).encode("utf-8", "surrogatepass")
+    for _ in range(draw(st.integers(0, 3)) if draw(st.booleans()) else 0):  # mutations
+        at = draw(st.integers(0, len(doc)))
+        byte = draw(st.sampled_from(list(b'{}[],:" \\-+.eE0a\x00\xff\xef\xbb\xbf')))
+        action = draw(st.sampled_from(["insert", "delete", "replace"]))
+        if action == "insert":
+            doc = doc[:at] + bytes([byte]) + doc[at:]
+        elif at < len(doc):
+            doc = doc[:at] + (bytes([byte]) if action == "replace" else b"") + doc[at + 1 :]
+    return doc
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@given(doc=documents())
+@example(doc=b"[1e5, -0, 18446744073709551616]")  # whitespace after a run of scalars
+@example(doc=b'{"a": 1,  "b": {}, "a": 3}')  # a duplicate key keeps its first place, as in orjson
+@example(doc=b"[1,]")
+@example(doc=b'{"a":1,}')
+@example(doc=b"\xef\xbb\xbf[]")
+@example(doc=b'"\\ud800"')
+def test_chunked_decoding_accepts_and_decodes_as_orjson(doc: bytes) -> None:
+    assert verdict(chunked_json.loads, doc) == verdict(orjson.loads, doc)
+
+
+def test_the_drawn_documents_reach_both_verdicts() -> None:
+    """By construction, not by luck: a valid document and a mutated one (checked on the seeds above)."""
+    assert verdict(chunked_json.loads, b'{"a": [1, "x", {"b": null}]}')[0] == "ok"
+    assert verdict(chunked_json.loads, b'{"a": [1, "x", {"b": null}]]')[0] == "refused"
+
+
+@pytest.mark.parametrize("depth", [1024, 1025])
+@pytest.mark.parametrize("shape", ["array", "object"])
+def test_depth_limit_is_orjsons(depth: int, shape: str) -> None:
+    doc = b"[" * depth + b"]" * depth if shape == "array" else b'{"a":' * depth + b"1" + b"}" * depth
+    assert verdict(chunked_json.loads, doc) == verdict(orjson.loads, doc)
+    assert verdict(chunked_json.loads, doc)[0] == ("ok" if depth == 1024 else "refused")
+
+
+def test_no_single_step_decodes_more_than_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What bounds each hold of the GIL: a 1.4 MB pod of 50,000 limits (the hostile bench's big pod) is decoded
+    in orjson calls of at most RUN entries each, and equals orjson's one-call result."""
+    limits = {f"example.org/r-{i:06d}": "1" for i in range(50_000)}
+    body = orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "object": {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}}})
+    sizes: list[int] = []
+
+    class Spy:
+        JSONDecodeError = orjson.JSONDecodeError
+
+        @staticmethod
+        def loads(data: bytes) -> Any:
+            value = orjson.loads(data)
+            sizes.append(len(value) if isinstance(value, dict | list) else 1)
+            return value
+
+    monkeypatch.setattr(chunked_json, "orjson", Spy)
+    assert chunked_json.loads(body) == orjson.loads(body)
+    assert max(sizes) <= chunked_json.RUN
+    assert len(sizes) >= 50_000 // chunked_json.RUN
