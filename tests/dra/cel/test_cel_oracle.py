@@ -167,7 +167,8 @@ def _batches(total: int, size: int = 1000) -> Any:
 
     from hypothesis.errors import NonInteractiveExampleWarning
 
-    strategy = st.tuples(st.one_of(selectors(depth=4), selectors(), free_type_selectors()), devices())
+    strategy = st.tuples(st.one_of(selectors(depth=4), selectors(), free_type_selectors(), time_selectors(),
+                                   time_selectors(depth=3)), devices())
     done = 0
     while done < total:
         with warnings.catch_warnings():
