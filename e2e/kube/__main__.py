@@ -19,7 +19,7 @@ def _log(line: str) -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
-        binaries = build.ensure(build.cache_dir(args.cache_dir), log=_log, force=args.force)
+        binaries = build.ensure(build.cache_dir(args.cache_dir), args.kubernetes_version, log=_log, force=args.force)
     except build.BuildError as exc:
         print(f"e2e.kube build: {exc}", file=sys.stderr)
         return 1
@@ -30,7 +30,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def _binaries(args: argparse.Namespace) -> dict[str, Path]:
-    return build.ensure(build.cache_dir(args.cache_dir), log=_log)
+    return build.ensure(build.cache_dir(args.cache_dir), args.kubernetes_version, log=_log)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -151,11 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.kube")
     parser.add_argument("--cache-dir", help="where the binaries live (default $GPUCLAIM_KUBE_CACHE or "
                                             "~/.cache/gpuclaim/kube)")
+    version = argparse.ArgumentParser(add_help=False)
+    version.add_argument("--kubernetes-version", metavar="X.Y",
+                         help=f"the Kubernetes minor to build and run: {', '.join(build.MINORS)} "
+                              f"(default {build.DEFAULT_MINOR}, the newest)")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("build", help="build (or reuse) etcd and the three control-plane binaries")
+    p = sub.add_parser("build", parents=[version],
+                       help="build (or reuse) etcd, the three control-plane binaries and kubectl")
     p.add_argument("--force", action="store_true", help="rebuild even when the cached binaries are current")
     p.set_defaults(func=cmd_build)
-    p = sub.add_parser("up", help="start the cluster; the admin kubeconfig path is stdout's first line")
+    p = sub.add_parser("up", parents=[version],
+                       help="start the cluster; the admin kubeconfig path is stdout's first line")
     p.add_argument("--nodes", type=int, help="that many fake GPU nodes cloned from the demo fleet (default: the "
                                              "demo fleet, 19 nodes with some GPUs in use)")
     p.add_argument("--detach", action="store_true", help="leave it running; `down` stops it")
@@ -167,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-dir")
     p.add_argument("--after-pid", type=int, help="first wait until this process has ended (the --owner-pid watchdog)")
     p.set_defaults(func=cmd_down)
-    p = sub.add_parser("demo", help="the demo workloads on the real control plane (starts one if none is up)")
+    p = sub.add_parser("demo", parents=[version],
+                       help="the demo workloads on the real control plane (starts one if none is up)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     p.add_argument("--run-dir")
     p.set_defaults(func=cmd_demo)

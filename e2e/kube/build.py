@@ -1,13 +1,16 @@
-"""Build etcd, kube-apiserver, kube-controller-manager and kube-scheduler from the Go module proxy, once.
+"""Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of one Kubernetes minor from the
+Go module proxy, once per minor.
 
-Two wrapper modules (`e2e/kube/etcd`, `e2e/kube/components`) pin the versions; nothing is vendored. The binaries
-go to `<cache>/bin` (default `~/.cache/gpuclaim/kube`, `$XDG_CACHE_HOME` honoured, `$GPUCLAIM_KUBE_CACHE` or
-`--cache-dir` override it). A binary is reused when its key — the hash of its module's go.mod and go.sum, the
-package, the ldflags and the Go version — equals the one recorded beside it in `<name>.key`. A binary with no key
-file (built by hand with the same command) is adopted when `go version -m` shows it was built from this module,
-with these ldflags and only with module versions this go.sum pins.
+Wrapper modules pin the versions; nothing is vendored: `e2e/kube/etcd` (one etcd for every minor) and
+`e2e/kube/components/<minor>` (k8s.io/kubernetes of that minor, its staging modules replaced by their published
+releases). The binaries go to `<cache>/<minor>/bin` (etcd to `<cache>/etcd/bin`); `<cache>` is
+`~/.cache/gpuclaim/kube` by default, `$XDG_CACHE_HOME` honoured, `$GPUCLAIM_KUBE_CACHE` or `--cache-dir` override
+it. A binary is reused when its key — the hash of its module's go.mod and go.sum, the package, the ldflags and the
+Go version — equals the one recorded beside it in `<name>.key`. A binary with no key file (built by hand with the
+same command) is adopted when `go version -m` shows it was built from this module, with these ldflags and only
+with module versions this go.sum pins.
 
-    binaries = ensure(cache_dir(), log=print)   # {"etcd": Path, ...}; builds what is missing or stale
+    binaries = ensure(cache_dir(), "1.37", log=print)   # {"etcd": Path, ...}; builds what is missing or stale
 """
 
 from __future__ import annotations
@@ -66,14 +69,35 @@ class Component:
 
 
 KUBERNETES = "k8s.io/kubernetes"
-COMPONENTS = (
-    Component("etcd", HERE / "etcd", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/server/v3"),
-    Component("kube-apiserver", HERE / "components", f"{KUBERNETES}/cmd/kube-apiserver", KUBERNETES),
-    Component("kube-controller-manager", HERE / "components", f"{KUBERNETES}/cmd/kube-controller-manager",
-              KUBERNETES),
-    Component("kube-scheduler", HERE / "components", f"{KUBERNETES}/cmd/kube-scheduler", KUBERNETES),
-)
-NAMES = tuple(c.name for c in COMPONENTS)
+# The minors e2e.kube builds: a folder under components/ each. 1.34 (end of life 2026-10-27) stays buildable for
+# comparisons; the newest is the default.
+MINORS = tuple(sorted((d.name for d in (HERE / "components").iterdir() if (d / "go.mod").is_file()),
+                      key=lambda m: tuple(int(p) for p in m.split("."))))
+DEFAULT_MINOR = MINORS[-1]
+ETCD = Component("etcd", HERE / "etcd", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/server/v3")
+NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def minor_of(version: str | None) -> str:
+    """"1.37", "v1.37", "1.37.2" -> "1.37"; None -> the default. A minor with no wrapper module: BuildError."""
+    if version is None:
+        return DEFAULT_MINOR
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?", version.strip())
+    minor = f"{match.group(1)}.{match.group(2)}" if match else version
+    if minor not in MINORS:
+        raise BuildError(f"Kubernetes {version!r}: e2e.kube builds {', '.join(MINORS)} "
+                         f"(a folder under {HERE / 'components'} each)")
+    return minor
+
+
+def components(minor: str | None = None) -> tuple[Component, ...]:
+    module_dir = HERE / "components" / minor_of(minor)
+    return (ETCD, *(Component(name, module_dir, f"{KUBERNETES}/cmd/{name}", KUBERNETES) for name in NAMES[1:]))
+
+
+def release(minor: str | None = None) -> str:
+    """The k8s.io/kubernetes release a minor's module pins, e.g. "v1.37.2"."""
+    return components(minor)[1].required_version()
 
 
 def cache_dir(override: str | os.PathLike[str] | None = None) -> Path:
@@ -88,7 +112,8 @@ def cache_dir(override: str | os.PathLike[str] | None = None) -> Path:
 def _go() -> str:
     go = shutil.which("go")
     if go is None:
-        raise BuildError("`go` is not on PATH: the control plane is built from Go modules (Go >= 1.24)")
+        raise BuildError("`go` is not on PATH: the control plane is built from Go modules with Go >= 1.26 (the "
+                         "go.mod files' `go` line; GOTOOLCHAIN=local, so an older Go is not replaced by a download)")
     return go
 
 
@@ -154,11 +179,19 @@ def _key_file(bin_dir: Path, name: str) -> Path:
     return bin_dir / f"{name}.key"
 
 
-def status(bin_dir: Path, version: str | None = None) -> dict[str, str]:
+def bin_dirs(root: Path, minor: str | None = None) -> dict[str, Path]:
+    """Where each binary of a minor lives: etcd is shared by every minor."""
+    minor = minor_of(minor)
+    return {c.name: (root / "etcd" / "bin" if c is ETCD else root / minor / "bin") for c in components(minor)}
+
+
+def status(root: Path, minor: str | None = None, version: str | None = None) -> dict[str, str]:
     """Per binary: "ok" (reusable), "adoptable" (no key file but built from this module) or why it must be built."""
     version = version or go_version()
+    dirs = bin_dirs(root, minor)
     out = {}
-    for component in COMPONENTS:
+    for component in components(minor):
+        bin_dir = dirs[component.name]
         binary = bin_dir / component.name
         key_file = _key_file(bin_dir, component.name)
         if not binary.is_file():
@@ -171,17 +204,19 @@ def status(bin_dir: Path, version: str | None = None) -> dict[str, str]:
     return out
 
 
-def ensure(root: Path, *, log: Callable[[str], None] = print, force: bool = False,
+def ensure(root: Path, minor: str | None = None, *, log: Callable[[str], None] = print, force: bool = False,
            only: tuple[str, ...] = NAMES) -> dict[str, Path]:
     """Build what is missing or stale (everything with `force`); return the binaries' paths. Logs one line per
     binary: reused, or built in how many seconds with the go command's peak RSS."""
-    bin_dir = root / "bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
+    minor = minor_of(minor)
+    dirs = bin_dirs(root, minor)
     version = go_version()
-    states = status(bin_dir, version)
-    for component in COMPONENTS:
+    states = status(root, minor, version)
+    for component in components(minor):
         if component.name not in only:
             continue
+        bin_dir = dirs[component.name]
+        bin_dir.mkdir(parents=True, exist_ok=True)
         state = "force" if force else states[component.name]
         key = component.key(version)
         if state == "ok":
@@ -196,7 +231,7 @@ def ensure(root: Path, *, log: Callable[[str], None] = print, force: bool = Fals
         _key_file(bin_dir, component.name).write_text(key + "\n")
         log(f"{component.name}: built in {seconds:.0f}s ({state}), peak RSS of a go child {peak_mb:.0f} MB, "
             f"{(bin_dir / component.name).stat().st_size / 1e6:.0f} MB")
-    return {c.name: bin_dir / c.name for c in COMPONENTS if c.name in only}
+    return {c.name: dirs[c.name] / c.name for c in components(minor) if c.name in only}
 
 
 def _build(component: Component, bin_dir: Path) -> tuple[float, float]:

@@ -264,9 +264,17 @@ class ControlPlane:
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={self.pki / 'sa.key'}", f"--root-ca-file={self.ca_file}",
             # node-lifecycle would taint every fake Node unreachable (no kubelet renews its Lease)
-            "--controllers=*,-node-lifecycle-controller,-cloud-node-lifecycle-controller",
+            f"--controllers={','.join(self._controllers())}",
             "--v=1"], self.logs)
         self._wait_healthz("kube-controller-manager", self.ports["controller-manager"])
+
+    def _controllers(self) -> list[str]:
+        # 1.37 dropped cloud-node-lifecycle-controller and refuses to exclude a controller it does not know: ask the
+        # binary (its --help lists the known controllers) rather than pin a version
+        binary = str(self.binaries["kube-controller-manager"])
+        known = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60, check=False).stdout
+        return ["*", "-node-lifecycle-controller",
+                *(["-cloud-node-lifecycle-controller"] if "cloud-node-lifecycle-controller" in known else [])]
 
     def start_scheduler(self, extenders: list[Obj]) -> None:
         kc = self.kubeconfig_path("scheduler")

@@ -28,11 +28,17 @@ Obj = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
 
 
+def kubernetes_minor() -> str:
+    """The minor the realkube tests run on: $GPUCLAIM_KUBE_VERSION (.ci/run runs the suite once per minor), else the
+    newest."""
+    return build.minor_of(os.environ.get("GPUCLAIM_KUBE_VERSION") or None)
+
+
 def require_binaries() -> None:
     """The binaries must be built (CI: .ci/run builds them first). GPUCLAIM_REALKUBE=skip skips instead, for a
     machine without Go; nothing else does."""
     try:
-        states = build.status(build.cache_dir() / "bin")
+        states = build.status(build.cache_dir(), kubernetes_minor())
     except build.BuildError as exc:
         states = {"go": str(exc)}
     missing = {name: state for name, state in states.items() if state not in ("ok", "adoptable")}
@@ -46,8 +52,8 @@ def require_binaries() -> None:
 def up(run: Path, *extra: str) -> tuple[str, Obj]:
     """`python -m e2e.kube up --detach`; (first stdout line, state.json)."""
     # --owner-pid: if this test session is killed before its teardown, the cluster stops anyway
-    done = subprocess.run([sys.executable, "-m", "e2e.kube", "up", "--detach", "--run-dir", str(run),
-                           "--owner-pid", str(os.getpid()), *extra],
+    done = subprocess.run([sys.executable, "-m", "e2e.kube", "up", "--kubernetes-version", kubernetes_minor(),
+                           "--detach", "--run-dir", str(run), "--owner-pid", str(os.getpid()), *extra],
                           capture_output=True, text=True, cwd=REPO, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     first = done.stdout.splitlines()[0]

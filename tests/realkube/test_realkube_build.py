@@ -8,41 +8,45 @@ import subprocess
 import sys
 from pathlib import Path
 
-from realkube_cluster import REPO, require_binaries
+from realkube_cluster import REPO, kubernetes_minor, require_binaries
 
 from e2e.kube import build
 
 
 def test_build_reuses_current_binaries() -> None:
     require_binaries()
-    done = subprocess.run([sys.executable, "-m", "e2e.kube", "build"], capture_output=True, text=True, cwd=REPO,
-                          timeout=120, check=False)
+    minor = kubernetes_minor()
+    done = subprocess.run([sys.executable, "-m", "e2e.kube", "build", "--kubernetes-version", minor],
+                          capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    bin_dir = build.cache_dir() / "bin"
-    assert done.stdout.split() == [str(bin_dir / name) for name in build.NAMES]
+    dirs = build.bin_dirs(build.cache_dir(), minor)
+    assert done.stdout.split() == [str(dirs[name] / name) for name in build.NAMES]
     for name in build.NAMES:
         assert f"{name}: reused" in done.stderr or f"{name}: adopted" in done.stderr, done.stderr
 
 
 def test_keys_decide_reuse_and_adoption_checks_the_build_info(tmp_path: Path) -> None:
     require_binaries()
-    source = build.cache_dir() / "bin"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shutil.copy2(source / "kube-scheduler", bin_dir / "kube-scheduler")
-    shutil.copy2(source / "etcd", bin_dir / "etcd")
+    minor = kubernetes_minor()
+    source = build.bin_dirs(build.cache_dir(), minor)
+    dirs = build.bin_dirs(tmp_path, minor)
+    for path in set(dirs.values()):
+        path.mkdir(parents=True)
+    bin_dir = dirs["kube-scheduler"]
+    shutil.copy2(source["kube-scheduler"] / "kube-scheduler", bin_dir / "kube-scheduler")
+    shutil.copy2(source["etcd"] / "etcd", dirs["etcd"] / "etcd")
     version = build.go_version()
-    key = {c.name: c.key(version) for c in build.COMPONENTS}
+    key = {c.name: c.key(version) for c in build.components(minor)}
     (bin_dir / "kube-scheduler.key").write_text(key["kube-scheduler"] + "\n")
-    states = build.status(bin_dir, version)
+    states = build.status(tmp_path, minor, version)
     assert states["kube-scheduler"] == "ok"
-    assert states["kube-apiserver"] == states["kube-controller-manager"] == "missing"
+    assert states["kube-apiserver"] == states["kube-controller-manager"] == states["kubectl"] == "missing"
     assert states["etcd"] == "adoptable"  # no key file, but built from e2e/kube/etcd's go.sum: adopted
     (bin_dir / "kube-scheduler.key").write_text("0" * 64 + "\n")
-    assert build.status(bin_dir, version)["kube-scheduler"] == "stale"
+    assert build.status(tmp_path, minor, version)["kube-scheduler"] == "stale"
     # a binary of another package under a component's name is not adopted
-    shutil.copy2(source / "etcd", bin_dir / "kube-scheduler")
+    shutil.copy2(source["etcd"] / "etcd", bin_dir / "kube-scheduler")
     (bin_dir / "kube-scheduler.key").unlink()
-    assert build.status(bin_dir, version)["kube-scheduler"].startswith("unknown build: package is")
-    shutil.copy2(shutil.which("ls") or "/bin/ls", bin_dir / "etcd")
-    assert build.status(bin_dir, version)["etcd"].startswith("unknown build")
+    assert build.status(tmp_path, minor, version)["kube-scheduler"].startswith("unknown build: package is")
+    shutil.copy2(shutil.which("ls") or "/bin/ls", dirs["etcd"] / "etcd")
+    assert build.status(tmp_path, minor, version)["etcd"].startswith("unknown build")

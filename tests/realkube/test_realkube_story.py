@@ -7,8 +7,9 @@ import sys
 import time
 
 import orjson
-from realkube_cluster import REPO, Kube, down, up
+from realkube_cluster import REPO, Kube, down, kubernetes_minor, up
 
+from e2e.kube import build
 from e2e.kube.cluster import Proc
 from gpuclaim.demo import workloads as wl
 
@@ -29,7 +30,7 @@ def test_demo_json_on_the_running_cluster(kube: Kube) -> None:
                           capture_output=True, cwd=REPO, timeout=300, check=False)
     report = orjson.loads(done.stdout)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    assert report["kubernetes"] == "v1.34.4"
+    assert report["kubernetes"] == build.release(kubernetes_minor())
     by_name = {w["name"]: w for w in report["workloads"]}
     assert len(by_name) == len(wl.workloads())
     for w in wl.workloads():
