@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realkube_cluster import Kube, down, require_binaries, up
+from realkube_cluster import Kube, down, minors_under_test, require_binaries, up
 
 HERE = Path(__file__).parent
 
@@ -17,12 +17,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.realkube)
 
 
-@pytest.fixture(scope="session")
-def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    require_binaries()
-    run = tmp_path_factory.mktemp("realkube") / "run"
-    first_line, state = up(run)
-    cluster = Kube(run, first_line, state)
+@pytest.fixture(scope="session", params=minors_under_test(), ids=lambda minor: f"k{minor}")
+def kube(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    """One control plane per minor under test; pytest runs every test of one minor before it starts the next."""
+    minor = request.param
+    require_binaries(minor)
+    run = tmp_path_factory.mktemp(f"realkube-{minor}") / "run"
+    first_line, state = up(run, minor)
+    cluster = Kube(run, first_line, state, minor)
     try:
         yield cluster
     finally:

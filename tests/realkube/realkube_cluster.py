@@ -28,31 +28,38 @@ Obj = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def kubernetes_minor() -> str:
-    """The minor the realkube tests run on: $GPUCLAIM_KUBE_VERSION (.ci/run runs the suite once per minor), else the
-    newest."""
-    return build.minor_of(os.environ.get("GPUCLAIM_KUBE_VERSION") or None)
+#: the minors the suite runs on by default, newest first: CI's matrix. 1.36 is opt-in
+#: (GPUCLAIM_KUBE_VERSIONS=1.37,1.36,1.35), see docs/dev/real-control-plane.md.
+DEFAULT_MINORS = ("1.37", "1.35")
 
 
-def require_binaries() -> None:
+def minors_under_test() -> list[str]:
+    """$GPUCLAIM_KUBE_VERSIONS (comma-separated minors), else DEFAULT_MINORS; every realkube test that needs a
+    cluster runs once on each."""
+    raw = os.environ.get("GPUCLAIM_KUBE_VERSIONS") or ",".join(DEFAULT_MINORS)
+    return [build.minor_of(part) for part in raw.split(",") if part.strip()]
+
+
+def require_binaries(minor: str) -> None:
     """The binaries must be built (CI: .ci/run builds them first). GPUCLAIM_REALKUBE=skip skips instead, for a
     machine without Go; nothing else does."""
     try:
-        states = build.status(build.cache_dir(), kubernetes_minor())
+        states = build.status(build.cache_dir(), minor)
     except build.BuildError as exc:
         states = {"go": str(exc)}
     missing = {name: state for name, state in states.items() if state not in ("ok", "adoptable")}
     if missing:
-        message = f"real control-plane binaries not built ({missing}): run `python -m e2e.kube build`"
+        message = (f"real Kubernetes {minor} binaries not built ({missing}): run "
+                   f"`python -m e2e.kube build --kubernetes-version {minor}`")
         if os.environ.get("GPUCLAIM_REALKUBE") == "skip":
             pytest.skip(message)
         pytest.fail(message)
 
 
-def up(run: Path, *extra: str) -> tuple[str, Obj]:
-    """`python -m e2e.kube up --detach`; (first stdout line, state.json)."""
+def up(run: Path, minor: str, *extra: str) -> tuple[str, Obj]:
+    """`python -m e2e.kube up --detach --kubernetes-version <minor>`; (first stdout line, state.json)."""
     # --owner-pid: if this test session is killed before its teardown, the cluster stops anyway
-    done = subprocess.run([sys.executable, "-m", "e2e.kube", "up", "--kubernetes-version", kubernetes_minor(),
+    done = subprocess.run([sys.executable, "-m", "e2e.kube", "up", "--kubernetes-version", minor,
                            "--detach", "--run-dir", str(run), "--owner-pid", str(os.getpid()), *extra],
                           capture_output=True, text=True, cwd=REPO, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -72,6 +79,7 @@ class Kube:
     run: Path
     kubeconfig: str
     state: Obj
+    minor: str  # the Kubernetes minor this control plane runs, e.g. "1.37"
     api: Api = field(init=False)
     restarted: list[Proc] = field(default_factory=list)  # children of this process: reaped after `down`
 

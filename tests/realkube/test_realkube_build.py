@@ -8,14 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from realkube_cluster import REPO, kubernetes_minor, require_binaries
+import pytest
+from realkube_cluster import REPO, minors_under_test, require_binaries
 
 from e2e.kube import build
 
 
-def test_build_reuses_current_binaries() -> None:
-    require_binaries()
-    minor = kubernetes_minor()
+@pytest.mark.parametrize("minor", minors_under_test())
+def test_build_reuses_current_binaries(minor: str) -> None:
+    require_binaries(minor)
     done = subprocess.run([sys.executable, "-m", "e2e.kube", "build", "--kubernetes-version", minor],
                           capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
@@ -26,8 +27,8 @@ def test_build_reuses_current_binaries() -> None:
 
 
 def test_keys_decide_reuse_and_adoption_checks_the_build_info(tmp_path: Path) -> None:
-    require_binaries()
-    minor = kubernetes_minor()
+    minor = minors_under_test()[0]
+    require_binaries(minor)
     source = build.bin_dirs(build.cache_dir(), minor)
     dirs = build.bin_dirs(tmp_path, minor)
     for path in set(dirs.values()):

@@ -32,8 +32,8 @@ NODES = 20
 def mix(tmp_path_factory: pytest.TempPathFactory, kube: Kube) -> Iterator[Kube]:
     # `kube` first: the session cluster keeps its place in the order (binaries checked once)
     run = tmp_path_factory.mktemp("realkube-mix") / "run"
-    first_line, state = up(run, "--nodes", str(NODES))
-    cluster = Kube(run, first_line, state)
+    first_line, state = up(run, kube.minor, "--nodes", str(NODES))
+    cluster = Kube(run, first_line, state, kube.minor)
     try:
         yield cluster
     finally:

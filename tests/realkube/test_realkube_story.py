@@ -7,7 +7,7 @@ import sys
 import time
 
 import orjson
-from realkube_cluster import REPO, Kube, down, kubernetes_minor, up
+from realkube_cluster import REPO, Kube, down, minors_under_test, up
 
 from e2e.kube import build
 from e2e.kube.cluster import Proc
@@ -30,7 +30,7 @@ def test_demo_json_on_the_running_cluster(kube: Kube) -> None:
                           capture_output=True, cwd=REPO, timeout=300, check=False)
     report = orjson.loads(done.stdout)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    assert report["kubernetes"] == build.release(kubernetes_minor())
+    assert report["kubernetes"] == build.release(kube.minor)
     by_name = {w["name"]: w for w in report["workloads"]}
     assert len(by_name) == len(wl.workloads())
     for w in wl.workloads():
@@ -56,7 +56,7 @@ def test_demo_json_on_the_running_cluster(kube: Kube) -> None:
 
 def test_down_stops_everything_and_leaves_nothing(tmp_path) -> None:
     run = tmp_path / "run"
-    first_line, state = up(run, "--nodes", "2")
+    first_line, state = up(run, minors_under_test()[0], "--nodes", "2")
     assert first_line == str(run / "admin.kubeconfig")
     procs = [Proc(n, int(p["pid"]), tmp_path) for n, p in state["procs"].items()]
     assert {p.name for p in procs} == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
@@ -73,7 +73,7 @@ def test_a_cluster_whose_owner_dies_is_stopped(tmp_path) -> None:
     owner = subprocess.Popen(["sleep", "600"])
     run = tmp_path / "run"
     try:
-        _, state = up(run, "--nodes", "1", "--owner-pid", str(owner.pid))
+        _, state = up(run, minors_under_test()[0], "--nodes", "1", "--owner-pid", str(owner.pid))
         procs = [Proc(n, int(p["pid"]), tmp_path) for n, p in state["procs"].items()]
         assert all(p.alive() for p in procs)
     finally:
