@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.bench")
     parser.add_argument("name", choices=BENCHMARKS)
     parser.add_argument("--quick", action="store_true", help="reduced size, finishes in under a minute")
+    parser.add_argument("--kubernetes-version", metavar="X.Y",
+                        help="for the benchmarks on a real control plane (scheduler): the minor to build and run "
+                             "(default: the newest e2e.kube builds)")
     args = parser.parse_args(argv)
     try:
         module = importlib.import_module(f"e2e.bench.{args.name}")

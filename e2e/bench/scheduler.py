@@ -1,6 +1,7 @@
-"""`python -m e2e.bench scheduler [--quick]`: the real kube-scheduler (v1.34, built from Go modules) scheduling
-one-GPU pods on fake 8-GPU nodes with real ResourceSlices, without and with gpuclaim's extender; and pod-create
-latency through the real kube-apiserver without and with gpuclaim's webhooks.
+"""`python -m e2e.bench scheduler [--quick] [--kubernetes-version X.Y]`: the real kube-scheduler (built from Go
+modules, the newest minor by default) scheduling one-GPU pods on fake 8-GPU nodes with real ResourceSlices,
+without and with gpuclaim's extender; and pod-create latency through the real kube-apiserver without and with
+gpuclaim's webhooks.
 
 One loopback cluster (`e2e.kube`): 500 nodes (--quick: 50) cloned from the demo fleet's 8-GPU p5/p4d nodes. A run:
 the scheduler stopped, N one-GPU pods created one after another by one keep-alive client (each create timed;
@@ -126,7 +127,7 @@ def _schedule_run(stack: Stack, api: Api, count: int, *, extender: bool, label: 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     nodes, pods = (50, 50) if args.quick else (500, 500)
-    binaries = build.ensure(build.cache_dir(), log=_log)
+    binaries = build.ensure(build.cache_dir(), args.kubernetes_version, log=_log)
     run_dir = Path(tempfile.mkdtemp(prefix="gpuclaim-bench-scheduler-"))
     shutil.rmtree(run_dir)
     started = time.monotonic()
@@ -136,6 +137,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         setup_s = time.monotonic() - started
         stop_procs([stack.plane.procs.pop("kube-scheduler")])
         api = stack.plane.api()
+        kubernetes = api.get("/version")["gitVersion"]  # what really ran, not what was asked for
         api.apply_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
         wait_default_sa(api, NAMESPACE)
         _create_all(api, 20, "warmup")  # the template exists, connections and caches are warm
@@ -166,7 +168,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stack.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
     out: Obj = {
-        "nodes": nodes, "gpus_per_node": 8, "pods": pods, "kubernetes": "v1.34.4",
+        "nodes": nodes, "gpus_per_node": 8, "pods": pods, "kubernetes": kubernetes,
         "pods_per_s_without": without["pods_per_s"], "pods_per_s_with": with_ext["pods_per_s"],
         "bind_all_s_without": without["bind_all_s"], "bind_all_s_with": with_ext["bind_all_s"],
         "allocated_without": without["allocated"], "allocated_with": with_ext["allocated"],
