@@ -52,9 +52,10 @@ def test_object_names_are_unique_and_namespaced_objects_live_in_the_release_name
             assert ns == NAMESPACE, obj["metadata"]
 
 
+@pytest.mark.parametrize("kube_version", ["v1.35.0", "v1.36.0", "v1.37.2"])  # the supported minors
 @pytest.mark.parametrize("values_set", SETS)
-def test_helm_lint_reports_no_warnings_or_errors(values_set: str) -> None:
-    report = helm.lint(str(CHART), VALUE_SETS[values_set], strict=True, namespace=NAMESPACE, kube_version="v1.34.0")
+def test_helm_lint_reports_no_warnings_or_errors(values_set: str, kube_version: str) -> None:
+    report = helm.lint(str(CHART), VALUE_SETS[values_set], strict=True, namespace=NAMESPACE, kube_version=kube_version)
     assert report["errors"] == []
     # Severity 1 is informational (e.g. "icon is recommended"); warnings (2) and errors (3) fail.
     assert [m for m in report["messages"] if m["severity"] >= 2] == []

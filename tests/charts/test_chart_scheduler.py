@@ -99,7 +99,7 @@ def test_second_scheduler_runs_kube_scheduler_with_the_extender_and_converted_po
     assert dep["spec"]["replicas"] == 2
     spec = dep["spec"]["template"]["spec"]
     (c,) = spec["containers"]
-    assert c["image"] == "registry.k8s.io/kube-scheduler:v1.34.1"
+    assert c["image"] == "registry.k8s.io/kube-scheduler:v1.37.2"
     assert "--config=/etc/kubernetes/scheduler/config.yaml" in c["command"]
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
