@@ -2,7 +2,8 @@
 
 The chart's defaults: both webhooks failurePolicy Ignore, timeoutSeconds 5, matchConditions that send only GPU
 pods; the extender prioritize-only and ignorable. CPU pods must always be created and scheduled; GPU pods follow
-the failurePolicy (Ignore: created unconverted, and with no device plugin they stay Pending; Fail: refused).
+the failurePolicy (Ignore: created unconverted — with no device plugin they stay Pending up to 1.35 and are
+scheduled by kube-scheduler's own KEP-5004 path from 1.36 on; Fail: refused).
 """
 
 from __future__ import annotations
@@ -60,20 +61,60 @@ def assert_converted_and_scheduled(kube: Kube, ns: str, name: str) -> dict:
     assert body["spec"].get("resourceClaims"), "GPU pod not converted"
     pod = kube.wait_bound(ns, name)
     assert pod["spec"].get("nodeName"), f"GPU pod {name} not scheduled: {pod['status']}"
+    # allocated once: the conversion removed the legacy limit, so where KEP-5004 is on (1.36+) the scheduler
+    # makes no extended-resource claim beside the pod's own
+    assert not (pod.get("status") or {}).get("extendedResourceClaimStatus"), pod["status"]
+    owned = [c for c in kube.api.list("ResourceClaim", ns)
+             if any(o.get("uid") == pod["metadata"]["uid"] for o in c["metadata"].get("ownerReferences") or ())]
+    assert len(owned) == 1 and "resource.kubernetes.io/extended-resource-claim" not in (
+        owned[0]["metadata"].get("annotations") or {}), owned
     return pod
 
 
-def test_webhook_stopped_ignore_cpu_pods_scheduled_gpu_pods_unconverted_and_pending(kube: Kube, ns: str) -> None:
+def test_webhook_stopped_ignore_cpu_pods_scheduled_gpu_pods_unconverted(kube: Kube, ns: str) -> None:
+    """Under Ignore an unconverted GPU pod is stored as written. What happens next is the version's: up to 1.35
+    DRAExtendedResource is off and no node advertises nvidia.com/gpu, so it stays Pending; from 1.36 (beta, on;
+    GA and locked in 1.37) kube-scheduler serves it itself through the demo's DeviceClass that declares
+    `extendedResourceName: nvidia.com/gpu`, with a claim of its own (KEP-5004) — one GPU, never two."""
     with kube.stopped("webhook"):
         assert_cpu_pod_scheduled(kube, ns, "cpu-1")
         status, body, _ = create(kube, gpu_pod("gpu-1", ns))
         assert status == 201, body  # Ignore: admitted as written
         assert not body["spec"].get("resourceClaims")
         assert body["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-        pod = kube.wait_bound(ns, "gpu-1", timeout=3)
-        assert not pod["spec"].get("nodeName")  # no node advertises nvidia.com/gpu: Pending, not mis-placed
+        if _minor(kube) < (1, 36):
+            pod = kube.wait_bound(ns, "gpu-1", timeout=3)
+            assert not pod["spec"].get("nodeName")  # no node advertises nvidia.com/gpu: Pending, not mis-placed
+        else:
+            pod = kube.wait_bound(ns, "gpu-1")
+            assert pod["spec"].get("nodeName"), f"KEP-5004: the scheduler did not place it: {pod['status']}"
+            native = _wait_extended_resource_claim(kube, ns, "gpu-1")
+            (result,) = native["status"]["allocation"]["devices"]["results"]
+            assert result["request"] == "container-0-request-0" and result["driver"] == "gpu.nvidia.com"
+            claims = kube.api.list("ResourceClaim", ns)
+            assert [c["metadata"]["name"] for c in claims] == [native["metadata"]["name"]]  # nothing of gpuclaim's
     # back up: GPU pods are converted and scheduled again
     assert_converted_and_scheduled(kube, ns, "gpu-2")
+
+
+def _minor(kube: Kube) -> tuple[int, int]:
+    major, minor = kube.minor.split(".")
+    return int(major), int(minor)
+
+
+def _wait_extended_resource_claim(kube: Kube, ns: str, pod: str) -> dict:
+    """The claim kube-scheduler made for the pod's extended resources, once the pod's status names it."""
+    deadline = time.monotonic() + 30
+    while True:
+        status = kube.api.get(f"{collection('Pod', ns)}/{pod}").get("status") or {}
+        name = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if name:
+            claim = kube.api.get(f"{collection('ResourceClaim', ns)}/{name}")
+            assert name.startswith(f"{pod}-extended-resources-"), name
+            assert claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+            return claim
+        assert time.monotonic() < deadline, f"no extendedResourceClaimStatus on {pod}: {status}"
+        time.sleep(0.2)
 
 
 def test_webhook_stopped_fail_refuses_gpu_pods_only(kube: Kube, ns: str) -> None:
