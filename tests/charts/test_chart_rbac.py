@@ -39,6 +39,16 @@ GC: set[Grant] = {
     (NAMESPACE, "coordination.k8s.io", "leases", "update", "gc-gpuclaim-webhook-gc"),
 }
 
+# the quota controller (config.quota, opt-in): read every ResourceQuota, write only its own (kube/quota.py), watch
+# them for the admission pre-check; one Lease for the elected controller
+QUOTA: set[Grant] = {
+    ("*", "", "resourcequotas", verb, "*") for verb in ("list", "watch", "create", "update", "delete")
+} | {
+    (NAMESPACE, "coordination.k8s.io", "leases", "create", "*"),
+    (NAMESPACE, "coordination.k8s.io", "leases", "get", "gc-gpuclaim-webhook-quota"),
+    (NAMESPACE, "coordination.k8s.io", "leases", "update", "gc-gpuclaim-webhook-quota"),
+}
+
 CERTS: set[Grant] = {
     (NAMESPACE, "", "secrets", "get", "gc-gpuclaim-tls"),
     (NAMESPACE, "", "secrets", "update", "gc-gpuclaim-tls"),
@@ -112,6 +122,15 @@ def test_the_lease_the_role_names_is_the_one_the_webhook_config_uses(render: Any
     assert load_config(config).gc.lease_name == "gc-gpuclaim-webhook-gc"
     no_gc = yaml.safe_load(render("no-gc").one("ConfigMap", "-config")["data"]["config.yaml"])
     assert no_gc == {"gc": {"enabled": False}}  # exactly the values: no lease name for a collector that never runs
+
+
+def test_the_quota_controller_is_opt_in_and_gets_its_own_lease(render: Any) -> None:
+    granted, _ = grants(render("quota"))
+    assert granted["gc-gpuclaim-webhook"] == CLUSTER_VIEW | WEBHOOK_WRITES | GC | QUOTA
+    config = yaml.safe_load(render("quota").one("ConfigMap", "-config")["data"]["config.yaml"])
+    assert load_config(config).quota.lease_name == "gc-gpuclaim-webhook-quota"
+    default, _ = grants(render("default"))
+    assert not {g for g in default["gc-gpuclaim-webhook"] if g[2] == "resourcequotas"}
 
 
 def test_the_extender_can_write_nothing(render: Any) -> None:

@@ -71,6 +71,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- $gc.leaseNamespace | default .Release.Namespace -}}
 {{- end }}
 
+{{- define "gpuclaim.quotaEnabled" -}}
+{{- $quota := get (.Values.config | default dict) "quota" | default dict -}}
+{{- if hasKey $quota "enabled" }}{{ $quota.enabled }}{{ else }}false{{ end -}}
+{{- end }}
+{{- define "gpuclaim.quotaLeaseName" -}}
+{{- $quota := get (.Values.config | default dict) "quota" | default dict -}}
+{{- $quota.leaseName | default (printf "%s-quota" (include "gpuclaim.webhookName" .)) -}}
+{{- end }}
+
 {{- define "gpuclaim.tlsSecretName" -}}
 {{- if .Values.certs.secretName }}{{ .Values.certs.secretName }}{{ else }}{{ include "gpuclaim.component" (dict "root" . "component" "tls") }}{{ end }}
 {{- end }}
