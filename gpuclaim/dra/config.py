@@ -369,6 +369,9 @@ class Config:
     certs: CertsConfig = CertsConfig()
     gc: GcConfig = GcConfig()
     quota: QuotaConfig = QuotaConfig()
+    # a node where the device plugin advertises a mapped resource and the DRA driver behind it publishes slices
+    # (dra/mixed.py): avoid = the extender's filter keeps converted pods off it; allow = only warn and count
+    mixed_nodes: Literal["avoid", "allow"] = "avoid"
     logging: LoggingConfig = LoggingConfig()
     # Driver attribute schemas added to (or, with replace: true, replacing) the shipped ones: docs/driver-schemas.md
     schemas: tuple[DriverSchema, ...] = ()

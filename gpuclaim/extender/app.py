@@ -51,6 +51,7 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     serving_metrics.register_server_metrics(registry, component="extender",
                                             cert_expiry=reloader.expiry_timestamp if reloader else None)
     readiness = readiness or Readiness()
+    app[keys.MIXED] = None
     if api is not None:
         view = _watch_cluster(app, config, api, registry, readiness)
     assert view is not None
@@ -85,6 +86,10 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
                          backoff_cap=config.cluster.backoff.cap_seconds, backoff_factor=config.cluster.backoff.factor,
                          backoff_jitter=config.cluster.backoff.jitter)  # fmt: skip
     view = LiveView(cache, config)
+    from gpuclaim.kube.mixed import MixedNodes
+
+    app[keys.MIXED] = MixedNodes(cache, config.conversion, policy=config.mixed_nodes)
+    app[keys.MIXED].register(registry)
     readiness.add("cluster", view.ready)
     readiness.add("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
@@ -16,3 +18,5 @@ VIEW = web.AppKey("gpuclaim.extender.view", ClusterView)
 METRICS = web.AppKey("gpuclaim.extender.metrics", ExtenderMetrics)
 READINESS = web.AppKey("gpuclaim.extender.readiness", Readiness)
 REGISTRY = web.AppKey("gpuclaim.extender.registry", CollectorRegistry)
+# the cluster's mixed nodes (kube.mixed.MixedNodes) with the mixedNodes policy; None without a live cluster view
+MIXED: web.AppKey[Any] = web.AppKey("gpuclaim.extender.mixed")

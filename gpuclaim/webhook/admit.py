@@ -86,6 +86,7 @@ class Context:
     config: Config
     cluster: Any = None  # kube.ClusterCache when a kubeconfig / in-cluster config is available
     client: Any = None  # kube.KubeClient, for side effects (template creation); None without a cluster
+    mixed: Any = None  # kube.mixed.MixedNodes over `cluster`, for the mixed-nodes warning; None without a cluster
 
 
 class Checks(Protocol):
@@ -363,7 +364,7 @@ class CoreChecks:
             touch_after = gc.idle_seconds / 2 if gc.enabled else None
             if self._known(cache, request.namespace, prepared.specs, touch_after is not None and not request.dry_run):
                 self._reserve(request, ctx, prepared)
-                return prepared.converted
+                return _with_mixed_warning(ctx, prepared, prepared.converted)
             try:  # on dryRun this only compares with the cluster view: sideEffects NoneOnDryRun
                 made = await templates.create_objects(ctx.client, ctx.cluster, request.namespace, conversion,
                                                       dry_run=request.dry_run,
@@ -380,8 +381,9 @@ class CoreChecks:
                 self._remember(cache, request.namespace, prepared.specs, touch_after,
                                conversion_config.sharing.annotation)
             self._reserve(request, ctx, prepared)
-        return Outcome(patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices, converted=True,
-                       templates_created=created)
+        return _with_mixed_warning(ctx, prepared, Outcome(
+            patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices, converted=True,
+            templates_created=created))
 
     # ---- the quota pre-check (config `quota`, docs/migration.md) ----------------------------------------------
 
@@ -547,6 +549,24 @@ def _compile_pool() -> concurrent.futures.ThreadPoolExecutor:
     if _POOL is None:
         _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuclaim-cel-compile")
     return _POOL
+
+
+def _with_mixed_warning(ctx: Context, prepared: _Prepared, outcome: Outcome) -> Outcome:
+    """The converted pod's answer, with a warning when nodes of its DeviceClasses are mixed (dra/mixed.py)."""
+    if ctx.mixed is None or not prepared.devices:
+        return outcome
+    found = {node: overlaps for node, overlaps in ctx.mixed.nodes().items()
+             if any(o.device_class in prepared.devices for o in overlaps)}
+    if not found:
+        return outcome
+    names = sorted(found)
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    what = sorted({f"{o.resource} / driver {o.driver}" for overlaps in found.values() for o in overlaps})
+    effect = ("the scheduler extender's filter keeps this pod off them (mixedNodes: avoid)" if ctx.mixed.avoid
+              else "this pod may get a GPU a device-plugin pod already uses there (mixedNodes: allow)")
+    text = (f"gpuclaim: {len(names)} node{'s are' if len(names) > 1 else ' is'} mixed ({shown}): the device plugin "
+            f"and DRA both hand out the same GPUs ({', '.join(what)}); {effect}")
+    return dataclasses.replace(outcome, warnings=(*outcome.warnings, Notice("mixed-nodes", text)))
 
 
 def _too_big(exc: BaseException) -> FieldError:

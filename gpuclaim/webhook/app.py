@@ -56,8 +56,12 @@ async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
     cache = ClusterCache(client, registry=app[keys.REGISTRY], backoff_initial=backoff.initial_seconds,
                          backoff_cap=backoff.cap_seconds, backoff_factor=backoff.factor, backoff_jitter=backoff.jitter,
                          specs=specs)
+    from gpuclaim.kube.mixed import MixedNodes
+
+    mixed = MixedNodes(cache, config.conversion, policy=config.mixed_nodes)
+    mixed.register(app[keys.REGISTRY])
     await cache.start()
-    state.context = admit.Context(config=config, cluster=cache, client=client)
+    state.context = admit.Context(config=config, cluster=cache, client=client, mixed=mixed)
     freezer = asyncio.create_task(_freeze_when_synced(cache), name="gpuclaim-webhook-gc-freeze")
     try:
         yield

@@ -184,7 +184,7 @@ def test_the_quota_controller_is_opt_in() -> None:
     quota = load_config(None).quota
     assert (quota.enabled, quota.precheck, quota.interval_seconds, quota.lease_name) == (False, True, 10.0,
                                                                                          "gpuclaim-quota")
-    with pytest.raises(ConfigError, match="quota.intervalSeconds"):
+    with pytest.raises(ConfigError, match=r"quota\.intervalSeconds"):
         load_config({"quota": {"intervalSeconds": 0}})
 
 
@@ -198,7 +198,7 @@ def test_several_errors_are_reported_at_once() -> None:
 def test_schema_description_lists_camel_case_keys() -> None:
     keys = cfg.config_keys()
     assert set(keys) == {"conversion", "validation", "webhook", "extender", "cluster", "certs", "gc", "quota",
-                         "logging", "schemas"}
+                         "mixedNodes", "logging", "schemas"}
     assert keys["gc"]["idleSeconds"] == "number"
     assert keys["webhook"]["maxBodyBytes"] == "int"
     assert keys["conversion"]["topology"]["mode"] == ["firstAvailable", "required", "off"]
