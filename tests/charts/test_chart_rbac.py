@@ -195,3 +195,15 @@ def test_secret_create_is_narrowed_to_the_one_tls_secret_by_an_admission_policy(
     assert run(validation["expression"], object=tls)
     assert not run(validation["expression"], object=token)
     assert not run(validation["expression"], object=other)
+
+
+def test_the_audit_cluster_role_lists_exactly_what_the_audit_reads_and_is_bound_to_nobody(render: Any) -> None:
+    from gpuclaim.audit.sources import LISTED
+
+    rendered: Rendered = render("default")
+    (role,) = [o for o in rendered if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "gc-gpuclaim-audit"]
+    granted = {(group, res, verb) for rule in role["rules"] for group in rule["apiGroups"]
+               for res in rule["resources"] for verb in rule["verbs"]}
+    assert granted == {(v.rpartition("/")[0], plural, "list") for _, v, plural in LISTED}
+    assert not [o for o in rendered if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+                and o["roleRef"]["name"] == "gc-gpuclaim-audit"]
