@@ -274,6 +274,9 @@ class Reservations:
 
     def reserve(self, namespace: str, requested: Mapping[str, int], mirrors: Iterable[Mapping[str, Any]],
                 now: float) -> None:
+        if len(self._pending) > 1000:  # namespaces no pod was admitted to since: their expired entries go
+            for key in [k for k, queue in self._pending.items() if all(now - t >= self.ttl for t, _ in queue)]:
+                del self._pending[key]
         for quota in mirrors:
             name = str((quota.get("metadata") or {}).get("name", ""))
             for entry in (quota.get("spec") or {}).get("hard") or {}:

@@ -10,10 +10,13 @@ mixed a converted pod is scheduled there again. A converted pod free to go anywh
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 from realkube_cluster import Kube, gpu_pod
 
 from e2e.kube.api import collection
@@ -64,7 +67,7 @@ def failed_scheduling(kube: Kube, ns: str, pod: str, timeout: float = 30) -> str
                 f"{[e.get('message') for e in kube.api.list('Event', ns)]}")
 
 
-def test_a_mixed_node_is_avoided_by_converted_pods(kube: Kube, ns: str) -> None:
+def test_a_mixed_node_is_avoided_by_converted_pods(kube: Kube, ns: str, tmp_path: Path) -> None:
     node = roomy_node(kube)
     set_device_plugin(kube, node, "8")
     try:
@@ -77,9 +80,16 @@ def test_a_mixed_node_is_avoided_by_converted_pods(kube: Kube, ns: str) -> None:
         assert bound["spec"].get("nodeName") == node, bound["status"]
         assert not (bound.get("status") or {}).get("extendedResourceClaimStatus")
         assert kube.api.list("ResourceClaim", ns) == []
-        # a converted pod that may only go there: kept off, with the reason in its event
-        status, body = kube.api.request("POST", collection("Pod", ns), on_node(gpu_pod("pinned", ns), node))
-        assert status == 201 and body["spec"].get("resourceClaims"), body
+        # a converted pod that may only go there: kept off, with the reason in its event; kubectl shows the
+        # webhook's warning at create
+        manifest = tmp_path / "pinned.yaml"
+        manifest.write_text(yaml.safe_dump(on_node(gpu_pod("pinned", ns), node)))
+        done = subprocess.run(["kubectl", "--kubeconfig", kube.kubeconfig, "create", "-f", str(manifest)],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        assert f"gpuclaim: 1 node is mixed ({node})" in done.stderr and "mixedNodes: avoid" in done.stderr, \
+            done.stderr
+        assert kube.api.get(f"{collection('Pod', ns)}/pinned")["spec"].get("resourceClaims")
         message = failed_scheduling(kube, ns, "pinned")
         assert f"gpuclaim: node {node} is mixed: the device plugin advertises nvidia.com/gpu=8 and driver " \
                "gpu.nvidia.com publishes ResourceSlices" in message, message
