@@ -100,6 +100,32 @@ def test_an_unrun_unmarked_or_wrongly_marked_block_is_caught() -> None:
     assert len(block_problems(page)) == 5
 
 
+def fragments_after_blocks(text: str) -> list[int]:
+    """Lines right after a closing fence that start in lower case: the tail of a sentence whose start was lost
+    (install.md once had `swapped in place.` there, left over when README was split)."""
+    out, fence = [], None
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if fence is None:
+            m = re.match(r"^(```+|~~~+)", stripped)
+            fence = m.group(1) if m else None
+        elif stripped.startswith(fence):
+            fence = None
+            if i + 1 < len(lines) and re.match(r"^[a-z]", lines[i + 1]):
+                out.append(i + 2)
+    return out
+
+
+@pytest.mark.parametrize("path", list(PAGE_CACHE), ids=[p.name for p in PAGE_CACHE.values()])
+def test_no_sentence_fragment_follows_a_code_block(path: Path) -> None:
+    assert fragments_after_blocks(path.read_text(encoding="utf-8")) == []
+
+
+def test_a_fragment_after_a_block_is_caught() -> None:
+    assert fragments_after_blocks("Run:\n\n```sh\nhelm install x\n```\nswapped in place.\n\nFine.\n") == [6]
+
+
 # --- the blocks marked `checked with --help` ---
 
 
