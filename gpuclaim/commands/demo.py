@@ -43,13 +43,15 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
 #: import name -> distribution, for what the `demo` extra adds to the base install
 DEMO_EXTRA = {"jsonpatch": "jsonpatch", "kubernetes_validate": "kubernetes-validate", "jsonschema": "jsonschema",
               "referencing": "referencing"}
-INSTALL_HINT = "pip install 'gpuclaim[demo]'"
+#: gpuclaim is not on a package index: the extra is installed from a clone of the repository
+INSTALL_HINT = "pip install -e '.[demo]'"
 
 
 def _require_demo_extra() -> None:
     missing = [dist for module, dist in DEMO_EXTRA.items() if importlib.util.find_spec(module) is None]
     if missing:
-        raise UsageError(f"needs the demo extra ({', '.join(missing)} not installed); install it with: {INSTALL_HINT}")
+        raise UsageError(f"needs the demo extra ({', '.join(missing)} not installed); install it from a clone of the "
+                         f"repository with: {INSTALL_HINT}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -57,7 +57,11 @@ def require_binaries(minor: str) -> None:
 
 
 def up(run: Path, minor: str, *extra: str) -> tuple[str, Obj]:
-    """`python -m e2e.kube up --detach --kubernetes-version <minor>`; (first stdout line, state.json)."""
+    """`python -m e2e.kube up --detach --kubernetes-version <minor>`; (first stdout line, state.json).
+
+    Every cluster a test starts comes through here, so the `require_binaries` rule holds for all of them: without
+    the binaries the test fails, or skips with GPUCLAIM_REALKUBE=skip."""
+    require_binaries(minor)
     # --owner-pid: if this test session is killed before its teardown, the cluster stops anyway
     done = subprocess.run([sys.executable, "-m", "e2e.kube", "up", "--kubernetes-version", minor,
                            "--detach", "--run-dir", str(run), "--owner-pid", str(os.getpid()), *extra],
