@@ -90,7 +90,8 @@ class Store:
         self._compacted_rv = 0
         self._watchers: set[Watcher] = set()
         for name in _DEFAULT_NAMESPACES:
-            self._put(_namespace_type(), "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
+            self._put(_namespace_type(), "", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": name, "creationTimestamp": _now(self.clock)},
                                               "status": {"phase": "Active"}})
 
     # ---- reads ---------------------------------------------------------------------------------------------
