@@ -50,6 +50,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  categories=("all",)),
     ResourceType("", "v1", "secrets", "Secret", namespaced=True),
     ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True, short_names=("cm",)),
+    # nothing in the double writes events; served so that `kubectl describe` can look for them
+    ResourceType("", "v1", "events", "Event", namespaced=True, short_names=("ev",)),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True),
     ResourceType(_ADMISSION, "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
                  namespaced=False, categories=("api-extensions",)),

@@ -2,7 +2,8 @@
 
 The columns and cells follow k8s.io/kubernetes `pkg/printers/internalversion/printers.go` at v1.37.2. As there,
 every column is sent (priority 1 ones are what `-o wide` adds; kubectl hides them otherwise), and each row carries
-the object's metadata (`includeObject=Metadata`, the default), the whole object, or nothing.
+the object's metadata (`includeObject=Metadata`, the default), the whole object, or nothing. A kind without a
+printer here (Event) gets Name and Age, what kube-apiserver gives a kind it has no printer for.
 """
 
 from __future__ import annotations
