@@ -204,6 +204,8 @@ class Store:
         new = copy.deepcopy(body)
         self._check_type(rt, new)
         meta = new.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.ApiError(400, "metadata: must be an object")
         if meta.get("name", name) != name:
             raise errors.ApiError(400, "the name of the object does not match the name on the URL")
         wanted_rv = meta.get("resourceVersion")

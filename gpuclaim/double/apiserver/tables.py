@@ -18,14 +18,13 @@ from gpuclaim.double.apiserver.resources import ResourceType
 Obj = dict[str, Any]
 Cells = Callable[[Obj, float], list[Any]]
 
-_NAME = {"name": "Name", "type": "string", "format": "name",
-         "description": "Name must be unique within a namespace."}
-_AGE = {"name": "Age", "type": "string",
-        "description": "CreationTimestamp is a timestamp representing the server time when this object was created."}
+def _column(name: str, description: str, *, type_: str = "string", format_: str = "", priority: int = 0
+            ) -> dict[str, Any]:
+    return {"name": name, "type": type_, "format": format_, "description": description, "priority": priority}
 
 
-def _column(name: str, description: str, *, type_: str = "string", priority: int = 0) -> dict[str, Any]:
-    return {"name": name, "type": type_, "format": "", "description": description, "priority": priority}
+_NAME = _column("Name", "Name must be unique within a namespace.", format_="name")
+_AGE = _column("Age", "CreationTimestamp is a timestamp representing the server time when this object was created.")
 
 
 def human_duration(seconds: float) -> str:
@@ -58,10 +57,11 @@ def human_duration(seconds: float) -> str:
 
 
 def _age(obj: Obj, now: float) -> str:
-    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
-    if not stamp:
+    stamp = _get(obj, "metadata", "creationTimestamp")
+    try:
+        return human_duration(now - datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp())
+    except ValueError:
         return "<unknown>"
-    return human_duration(now - datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp())
 
 
 def _get(obj: Any, *path: str) -> Any:
@@ -201,7 +201,10 @@ def table(rt: ResourceType, items: list[Obj], *, now: float, include_object: str
     columns, cells = TABLES.get(rt.kind, _NAME_AGE)
     rows = []
     for obj in items:
-        row: dict[str, Any] = {"cells": cells(obj, now)}
+        try:
+            row: dict[str, Any] = {"cells": cells(obj, now)}
+        except (AttributeError, TypeError, ValueError):  # only without schema validation (--no-validate)
+            row = {"cells": [_get(obj, "metadata", "name"), *["<invalid>"] * (len(columns) - 1)]}
         partial = _row_object(rt, obj, include_object, group_version)
         if partial is not None:
             row["object"] = partial
