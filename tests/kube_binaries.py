@@ -25,8 +25,7 @@ def require(minor: str, names: tuple[str, ...] = build.NAMES) -> dict[str, Path]
     missing = {name: state for name, state in states.items()
                if (name in names or name == "go") and state not in ("ok", "adoptable")}
     if missing:
-        what = "kubectl" if names == ("kubectl",) else "real Kubernetes"
-        message = (f"{what} {minor} binaries not built ({missing}): run "
+        message = (f"Kubernetes {minor} binaries not built ({missing}): run "
                    f"`python -m e2e.kube build --kubernetes-version {minor}`")
         if os.environ.get("GPUCLAIM_REALKUBE") == "skip":
             pytest.skip(message)
