@@ -48,7 +48,7 @@ async def test_aggregated_discovery_lists_every_served_kind_once_with_the_double
     for item in core["items"] + groups["items"]:
         for version in item["versions"]:
             for resource in version["resources"]:
-                served[(item["metadata"]["name"], version["version"], resource["resource"])] = resource
+                served[(item["metadata"].get("name", ""), version["version"], resource["resource"])] = resource
     assert set(served) == {(rt.group, rt.version, rt.plural) for rt in RESOURCE_TYPES}
     pods = served[("", "v1", "pods")]
     assert pods["verbs"] == ["create", "delete", "get", "list", "patch", "update", "watch"]

@@ -88,7 +88,7 @@ def api_resource_list(group: str, version: str) -> dict[str, Any]:
 
 # ---- aggregated discovery (apidiscovery.k8s.io/v2) -------------------------------------------------------------
 def _resource_discovery(rt: ResourceType) -> dict[str, Any]:
-    kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+    kind = {"group": "", "version": "", "kind": rt.kind}  # empty: the group version it is listed under
     out: dict[str, Any] = {"resource": rt.plural, "responseKind": kind,
                            "scope": "Namespaced" if rt.namespaced else "Cluster",
                            "singularResource": rt.kind.lower(), "verbs": list(VERBS)}
@@ -105,7 +105,7 @@ def _group_discovery(group: str, types: Iterable[ResourceType]) -> dict[str, Any
     by_version = groupby(sorted(types, key=lambda r: (r.version, r.plural)), key=lambda r: r.version)
     versions = [{"version": version, "resources": [_resource_discovery(rt) for rt in rts], "freshness": "Current"}
                 for version, rts in by_version]
-    return {"metadata": {"name": group, "creationTimestamp": None}, "versions": versions}
+    return {"metadata": {"name": group} if group else {}, "versions": versions}
 
 
 def aggregated(legacy: bool) -> dict[str, Any]:
