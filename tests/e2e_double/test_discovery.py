@@ -4,8 +4,10 @@ the servers use; tests/e2e/test_kubectl.py runs the real kubectl on top of it.""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import orjson
 import pytest
 
 from gpuclaim.double.apiserver import RESOURCE_TYPES, Store, create_app, discovery, patches, tables
@@ -117,7 +119,7 @@ async def test_a_bad_include_object_is_400(api: Any) -> None:
     assert status == 400 and "includeObject" in body["message"]
 
 
-async def test_openapi_v3_says_patch_takes_field_validation_for_every_kind(api: Any) -> None:
+async def test_openapi_v3_says_patch_takes_field_validation_and_holds_the_schemas(api: Any) -> None:
     _, index, _ = await _get(api, "/openapi/v3")
     assert set(index["paths"]) == {"api/v1", "apis/resource.k8s.io/v1", "apis/coordination.k8s.io/v1",
                                    "apis/admissionregistration.k8s.io/v1"}
@@ -129,6 +131,13 @@ async def test_openapi_v3_says_patch_takes_field_validation_for_every_kind(api: 
             assert "fieldValidation" in {p["name"] for p in item["patch"]["parameters"] if p["in"] == "query"}
             kinds.add((gvk["group"], gvk["kind"]))
     assert kinds == {(rt.group, rt.kind) for rt in RESOURCE_TYPES}
+    _, core, _ = await _get(api, index["paths"]["api/v1"]["serverRelativeURL"])
+    pod = core["components"]["schemas"]["io.k8s.api.core.v1.Pod"]  # what `kubectl explain` looks up
+    assert {"group": "", "kind": "Pod", "version": "v1"} in pod["x-kubernetes-group-version-kind"]
+    assert pod["properties"]["spec"]["allOf"] == [{"$ref": "#/components/schemas/io.k8s.api.core.v1.PodSpec"}]
+    assert pod["properties"]["apiVersion"]["type"] == "string"
+    refs = set(re.findall(r'"#/components/schemas/([^"]+)"', str(orjson.dumps(core))))
+    assert refs <= set(core["components"]["schemas"]), "every $ref resolves inside the document"
     status, body, _ = await _get(api, "/openapi/v2")
     assert status == 404 and "does not serve /openapi/v2" in body["message"]
 

@@ -74,7 +74,7 @@ async def _openapi_document(request: web.Request) -> web.Response:
 async def _openapi_v2(request: web.Request) -> web.Response:
     # 404 is what kubectl expects from a server without OpenAPI v2: it then computes patches from its built-in
     # types; it asks only when /openapi/v3 did not answer, which the double does
-    return _not_served("/openapi/v2 (its /openapi/v3 documents hold the paths, no schemas)")
+    return _not_served("/openapi/v2 (/openapi/v3 has its paths and schemas)")
 
 
 def add_routes(app: web.Application) -> None:

@@ -94,11 +94,11 @@ def schema_of(api_version: str, kind: str) -> Node:
 
 
 def _resolve(node: Node) -> Node:
-    ref = node.get("$ref")
-    if isinstance(ref, str) and "#/$defs/" in ref:
-        resolved = _raw_definitions()["$defs"].get(ref.partition("#/$defs/")[2])
-        return resolved if isinstance(resolved, dict) else {}
-    return node
+    name = ref_name(node)
+    if name is None:
+        return node
+    resolved = definitions().get(name)
+    return resolved if isinstance(resolved, dict) else {}
 
 
 def child(node: Node, key: str) -> Node:
@@ -117,3 +117,16 @@ def items(node: Node) -> Node:
 def patch_meta(node: Node) -> tuple[str, str | None]:
     """(x-kubernetes-patch-strategy, x-kubernetes-patch-merge-key) of a field; ("", None) when it has none."""
     return str(node.get("x-kubernetes-patch-strategy", "")), node.get("x-kubernetes-patch-merge-key")
+
+
+def definitions() -> dict[str, Node]:
+    """Every definition of the schemas the double validates with, by name (`io.k8s.api.core.v1.Pod`)."""
+    defs = _raw_definitions()["$defs"]
+    assert isinstance(defs, dict)
+    return defs
+
+
+def ref_name(node: Node) -> str | None:
+    """The definition a `$ref` names, or None."""
+    ref = node.get("$ref")
+    return ref.partition("#/$defs/")[2] if isinstance(ref, str) and "#/$defs/" in ref else None
