@@ -196,3 +196,16 @@ def test_the_merge_key_metadata_comes_from_the_schemas() -> None:
                                                                                   "status": "True"}]}})
     assert patched["status"]["conditions"] == [{"type": "Ready", "status": "True"}, {"type": "X", "status": "True"}]
     assert discovery.GIT_VERSION.startswith(discovery.KUBERNETES_VERSION)
+
+
+@pytest.mark.parametrize(("path", "named"), [
+    ("/apis/apps/v1/namespaces/default/deployments", "apps/v1 deployments"),
+    ("/api/v1/namespaces/default/services", "v1 services"),
+    ("/api/v1/nodes/n1/proxy", "the proxy subresource of nodes"),
+    (f"{PODS}/p/log", "the log subresource of pods"),
+], ids=["group-kind", "core-kind", "node-proxy", "pod-log"])
+async def test_an_object_path_the_double_does_not_serve_is_a_404_naming_it(api: Any, path: str, named: str) -> None:
+    status, body, _ = await _get(api, path)
+    assert status == 404
+    assert body["message"].startswith("the server could not find the requested resource: ")
+    assert f"does not serve {named} " in body["message"]

@@ -53,24 +53,33 @@ def _error_response(exc: errors.ApiError) -> web.Response:
     return response
 
 
+def _not_served(what: str) -> errors.ApiError:
+    # kube-apiserver's words first (clients match them), then what the double lacks
+    return errors.ApiError(404, f"the server could not find the requested resource: the API double does not serve "
+                                f"{what} (docs/dev/doubles.md lists what it serves)")
+
+
 def _parse_target(group: str, segments: list[str]) -> Target:
     if len(segments) < 2:
         raise errors.ApiError(404, "the server could not find the requested resource")
     version, rest = segments[0], segments[1:]
+    gv = f"{group}/{version}" if group else version
     namespace = None
     if rest[0] == "namespaces" and len(rest) >= 3:
         candidate = lookup(group, version, rest[2])
-        if candidate is not None and candidate.namespaced:
+        if candidate is None:
+            raise _not_served(f"{gv} {rest[2]}")
+        if candidate.namespaced:
             namespace, rest = rest[1], rest[2:]
     rt = lookup(group, version, rest[0])
-    if rt is None or len(rest) > 3:
-        raise errors.ApiError(404, "the server could not find the requested resource")
-    if rt.namespaced and namespace is None and len(rest) > 1:
+    if rt is None:
+        raise _not_served(f"{gv} {rest[0]}")
+    if len(rest) > 3 or (rt.namespaced and namespace is None and len(rest) > 1):
         raise errors.ApiError(404, "the server could not find the requested resource")
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else None
     if sub is not None and not (sub == "status" and rt.status_subresource):
-        raise errors.ApiError(404, "the server could not find the requested resource")
+        raise _not_served(f"the {sub} subresource of {rt.plural}")
     return Target(rt, namespace, name, sub)
 
 
