@@ -175,6 +175,9 @@ class Store:
             meta["generation"] = 1
         defaults.apply(rt.kind, obj)
         obj = await self._admit("CREATE", rt, namespace, obj, None, dry_run)
+        if rt.kind == "Pod":
+            # the pod strategy's PrepareForCreate; qosClass too there, which kubectl computes itself when absent
+            obj["status"] = {"phase": "Pending"}
         if self._key(rt, obj) in self._objects[rt.key]:
             raise errors.already_exists(rt.plural, meta["name"], rt.group)
         if dry_run:

@@ -72,12 +72,11 @@ def _get(obj: Any, *path: str) -> Any:
 
 def _pod(obj: Obj, now: float) -> list[Any]:
     """printPod for pods without a kubelet: no init containers run, so the ready count and the reason come from
-    the container statuses when there are any. A pod the double stored without a phase shows Pending, the phase
-    kube-apiserver gives every pod on create."""
+    the container statuses when there are any."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     total = len(spec.get("containers") or []) + sum(
         1 for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always")
-    reason = status.get("reason") or status.get("phase") or "Pending"
+    reason = status.get("reason") or status.get("phase") or ""
     if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
            for c in status.get("conditions") or []):
         reason = "SchedulingGated"
