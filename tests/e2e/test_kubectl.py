@@ -176,3 +176,12 @@ def test_unknown_fields_are_refused_by_the_server_with_their_name(kubectl: Path,
     done = _apply(kubectl, kept, manifest)
     assert done.returncode == 1
     assert "'dta' was unexpected" in done.stderr
+
+
+def test_describe_shows_where_a_demo_pod_landed(kubectl: Path, kept: dict[str, Any]) -> None:
+    landed = next(w for w in kept["report"]["workloads"] if w["key"] == "train-4gpu")["scheduling"]["node"]
+    base = f"kubectl --kubeconfig {kept['workdir']}/apiserver/kubeconfig"
+    done = run(kubectl, kept, f"{base} describe pod train-4gpu -n ml-team")
+    assert done.returncode == 0, done.stderr
+    fields = dict(re.findall(r"^(Node|Status|Namespace):\s+(\S+)", done.stdout, flags=re.MULTILINE))
+    assert fields == {"Node": f"{landed}/", "Status": "Pending", "Namespace": "ml-team"}  # node/hostIP: no kubelet
