@@ -17,6 +17,7 @@ from gpuclaim.double.apiserver import errors, selectors, webhooks
 from gpuclaim.double.apiserver.faults import Fault, Faults
 from gpuclaim.double.apiserver.resources import ResourceType, lookup
 from gpuclaim.double.apiserver.store import Obj, ObjFilter, Store
+from gpuclaim.dra import versions
 
 STORE = web.AppKey("gpuclaim.double.store", Store)
 FAULTS = web.AppKey("gpuclaim.double.faults", Faults)
@@ -26,6 +27,9 @@ FAULTS = web.AppKey("gpuclaim.double.faults", Faults)
 class Settings:
     bookmark_interval: float = 60.0  # kube-apiserver sends a bookmark about once a minute
     max_continue_snapshots: int = 32
+    # what GET /version answers: the double's objects and webhook chain are 1.34's; a test changes it to play an
+    # upgraded control plane (gpuclaim reads /version again after a relist)
+    git_version: str = "v1.34.4"
 
 
 SETTINGS = web.AppKey("gpuclaim.double.settings", Settings)
@@ -306,6 +310,13 @@ async def _drop_watches_handler(request: web.Request) -> web.Response:
     return _json({"closed": request.app[STORE].close_watches()})
 
 
+async def _version_handler(request: web.Request) -> web.Response:
+    git_version = request.app[SETTINGS].git_version
+    major, _, rest = git_version.lstrip("v").partition(".")
+    minor = rest.partition(".")[0]
+    return _json({"major": major, "minor": minor, "gitVersion": git_version, "platform": "linux/amd64"})
+
+
 async def _compact_handler(request: web.Request) -> web.Response:
     request.app[STORE].compact()
     return _json({"compactedTo": request.app[STORE].rv})
@@ -317,10 +328,12 @@ def create_app(store: Store | None = None, *, faults: Faults | None = None,
     app[STORE] = store or Store()
     app[FAULTS] = faults or Faults()
     app[SETTINGS] = settings or Settings()
+    app[STORE].new_expressions = lambda: versions.resolve(app[SETTINGS].git_version).model.cel_new
     handlers = _Handlers(app)
     app.router.add_route("*", "/_double/faults", _faults_handler)
     app.router.add_post("/_double/drop-watches", _drop_watches_handler)
     app.router.add_post("/_double/compact", _compact_handler)
+    app.router.add_get("/version", _version_handler)
     app.router.add_route("*", "/api/{tail:.*}", handlers.handle)
     app.router.add_route("*", "/apis/{group}/{tail:.*}", handlers.handle)
     return app

@@ -15,6 +15,7 @@ from types import MappingProxyType
 
 from gpuclaim.dra.cel.environment import Environment
 from gpuclaim.dra.versions import facts, gates
+from gpuclaim.dra.versions.gates import GateSpec
 
 OLDEST = 34
 NEWEST = 37
@@ -129,6 +130,10 @@ class KubernetesModel:
         """Whether gate ``name`` is on; a gate this version does not know is off."""
         return self.gates.get(name, False)
 
+    def gate_spec(self, name: str) -> GateSpec | None:
+        """The gate's stage in this version (None: no such gate)."""
+        return gates.spec(name, self.minor)
+
     def with_gates(self, overrides: Mapping[str, bool]) -> KubernetesModel:
         """A derived model with these gates set (on top of this model's overrides)."""
         return model_for(self.version, feature_gates={**self.overrides, **overrides})
@@ -201,7 +206,7 @@ class KubernetesModel:
     @property
     def extended_resources(self) -> ExtendedResources:
         on = self.gate("DRAExtendedResource")
-        spec = gates.spec("DRAExtendedResource", self.minor)
+        spec = self.gate_spec("DRAExtendedResource")
         return ExtendedResources(
             scheduler_claims=on,
             locked=spec is not None and spec.locked,
