@@ -1,5 +1,5 @@
-"""`gpuclaim score --cluster DIR --pod FILE [--config FILE] [-o text|json]`: the extender's verdict for one pod on
-every node of an inventory, offline.
+"""`gpuclaim score --cluster DIR --pod FILE [--config FILE] [-o text|json] [--kubernetes-version X.Y]`: the
+extender's verdict for one pod on every node of an inventory, offline.
 
 DIR holds ResourceSlice, ResourceClaim, ResourceClaimTemplate, DeviceClass and Node YAML; every node with a Node
 object or a node-local slice is a candidate. Per node: the score (0..10, as /prioritize answers), the devices
@@ -28,6 +28,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pod", type=Path, required=True, metavar="FILE", help="the Pod (YAML or JSON)")
     parser.add_argument("--config", type=Path, metavar="FILE", help="the gpuclaim config file (extender section)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    from gpuclaim.commands._config import add_kubernetes_version
+
+    add_kubernetes_version(parser)
 
 
 def _load_pod(path: Path) -> Mapping[str, Any]:
@@ -104,10 +107,12 @@ def rows(pod: Mapping[str, Any], view: Any, config: Any, *, where: str = "pod") 
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuclaim.commands._config import load_config_file
+    from gpuclaim.commands._config import kubernetes_model, load_config_file
     from gpuclaim.extender.offline import InventoryError, OfflineView
 
-    config = load_config_file(args.config).extender
+    full = load_config_file(args.config)
+    kubernetes_model(args, full)  # checked here; the prediction follows one allocator model today (1.34's)
+    config = full.extender
     pod = _load_pod(args.pod)
     try:
         view = OfflineView.from_directory(args.cluster, config=config)

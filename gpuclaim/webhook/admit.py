@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import orjson
 
+from gpuclaim.dra import versions
 from gpuclaim.dra.config import Config
 from gpuclaim.dra.fieldpath import ErrorType, FieldError, Path, join_errors
 from gpuclaim.webhook import review
@@ -84,6 +85,23 @@ class Context:
     config: Config
     cluster: Any = None  # kube.ClusterCache when a kubeconfig / in-cluster config is available
     client: Any = None  # kube.KubeClient, for side effects (template creation); None without a cluster
+
+    #: the config's model (its pinned version, else the newest), for when no cluster view follows /version
+    configured: versions.KubernetesModel = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            model = self.config.kubernetes.model().model
+        except (versions.VersionError, versions.GateError):  # checked at load; an unpinned gate may not fit 1.37
+            model = versions.NEWEST_MODEL
+        object.__setattr__(self, "configured", model)
+
+    def kubernetes(self) -> versions.KubernetesModel:
+        """The Kubernetes model in use now: the cluster's (followed by the cluster view), else the config's."""
+        version = getattr(self.cluster, "version", None)
+        if version is not None:
+            return version.model
+        return self.configured
 
 
 class Checks(Protocol):
@@ -249,7 +267,8 @@ class CoreChecks:
         from gpuclaim.webhook.convert import convert_pod
 
         validate.validate_object(_WARM_CLAIM, operation="CREATE", namespace="default",
-                                 inventory=validate.OfflineInventory(), config=config)
+                                 inventory=validate.OfflineInventory(), config=config,
+                                 kubernetes=Context(config=config).kubernetes())
         convert_pod(_WARM_POD, config=self._without_cluster(config.conversion), device_classes=_NO_CLASSES,
                     namespace="default", own_namespace=self.own_namespace)
 
@@ -404,7 +423,9 @@ class CoreChecks:
         big = [e for e in found if e.size > budget.INLINE_BYTES]
         if not big:
             return None
-        modes: tuple[Any, ...] = ("new", "stored") if request.operation == "UPDATE" else ("new",)
+        kubernetes = ctx.kubernetes()
+        modes: tuple[Any, ...] = (kubernetes.cel_new, kubernetes.cel_stored) if request.operation == "UPDATE" \
+            else (kubernetes.cel_new,)
         stop = threading.Event()
         progress = [0]
         work = asyncio.get_running_loop().run_in_executor(
@@ -436,7 +457,8 @@ class CoreChecks:
         try:
             verdict = validate.validate_object(request.object, operation=request.operation,
                                                old_object=request.old_object, namespace=request.namespace or None,
-                                               inventory=inventory, config=ctx.config, check_selectors=first is None)
+                                               inventory=inventory, config=ctx.config, check_selectors=first is None,
+                                               kubernetes=ctx.kubernetes())
         except (RecursionError, OverflowError, MemoryError) as exc:
             # a hostile object, not a bug of ours: a field error, not an internal error with a traceback
             return Outcome(errors=(_too_big(exc),))

@@ -45,13 +45,15 @@ async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
         return
     from gpuclaim.kube.cache import ClusterCache  # the kubernetes client costs import time: only with a cluster
     from gpuclaim.kube.client import KubeClient
+    from gpuclaim.kube.version import ClusterVersion
 
     state = app[keys.STATE]
     config = state.context.config
     client = KubeClient(api, timeout=config.cluster.api_timeout_seconds)
     backoff = config.cluster.backoff
     cache = ClusterCache(client, registry=app[keys.REGISTRY], backoff_initial=backoff.initial_seconds,
-                         backoff_cap=backoff.cap_seconds, backoff_factor=backoff.factor, backoff_jitter=backoff.jitter)
+                         backoff_cap=backoff.cap_seconds, backoff_factor=backoff.factor, backoff_jitter=backoff.jitter,
+                         version=ClusterVersion(config.kubernetes, registry=app[keys.REGISTRY]))
     await cache.start()
     state.context = admit.Context(config=config, cluster=cache, client=client)
     freezer = asyncio.create_task(_freeze_when_synced(cache), name="gpuclaim-webhook-gc-freeze")

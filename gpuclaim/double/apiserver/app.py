@@ -13,10 +13,11 @@ import jsonpatch
 import orjson
 from aiohttp import web
 
-from gpuclaim.double.apiserver import discovery_http, errors, negotiation, patches, selectors, tables, webhooks
+from gpuclaim.double.apiserver import discovery, discovery_http, errors, negotiation, patches, selectors, tables, webhooks
 from gpuclaim.double.apiserver.faults import Fault, Faults
 from gpuclaim.double.apiserver.resources import ResourceType, lookup
 from gpuclaim.double.apiserver.store import Obj, ObjFilter, Store
+from gpuclaim.dra import versions
 
 STORE = web.AppKey("gpuclaim.double.store", Store)
 FAULTS = web.AppKey("gpuclaim.double.faults", Faults)
@@ -26,6 +27,9 @@ FAULTS = web.AppKey("gpuclaim.double.faults", Faults)
 class Settings:
     bookmark_interval: float = 60.0  # kube-apiserver sends a bookmark about once a minute
     max_continue_snapshots: int = 32
+    # what GET /version answers (discovery.GIT_VERSION: the newest minor, marked as the double's); a test changes
+    # it to play an upgraded control plane (gpuclaim reads /version again after a relist)
+    git_version: str = discovery.GIT_VERSION
 
 
 SETTINGS = web.AppKey("gpuclaim.double.settings", Settings)
@@ -337,6 +341,11 @@ async def _drop_watches_handler(request: web.Request) -> web.Response:
     return _json({"closed": request.app[STORE].close_watches()})
 
 
+async def _version_handler(request: web.Request) -> web.Response:
+    # here, not with the rest of discovery: the answer is the settings' (a test plays an upgrade)
+    return _json(discovery.version_info(request.app[SETTINGS].git_version))
+
+
 async def _compact_handler(request: web.Request) -> web.Response:
     request.app[STORE].compact()
     return _json({"compactedTo": request.app[STORE].rv})
@@ -348,10 +357,12 @@ def create_app(store: Store | None = None, *, faults: Faults | None = None,
     app[STORE] = store or Store()
     app[FAULTS] = faults or Faults()
     app[SETTINGS] = settings or Settings()
+    app[STORE].new_expressions = lambda: versions.resolve(app[SETTINGS].git_version).model.cel_new
     handlers = _Handlers(app)
     app.router.add_route("*", "/_double/faults", _faults_handler)
     app.router.add_post("/_double/drop-watches", _drop_watches_handler)
     app.router.add_post("/_double/compact", _compact_handler)
+    app.router.add_get("/version", _version_handler)
     discovery_http.add_routes(app)
     app.router.add_route("*", "/api/{tail:.*}", handlers.handle)
     app.router.add_route("*", "/apis/{group}/{tail:.*}", handlers.handle)

@@ -24,11 +24,11 @@ VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 STATUS_VERBS = ("get", "patch", "update")
 
 
-def version_info() -> dict[str, str]:
-    major, minor, _ = KUBERNETES_VERSION.removeprefix("v").split(".")
+def version_info(git_version: str = GIT_VERSION) -> dict[str, str]:
+    major, minor = git_version.removeprefix("v").split(".")[:2]
     return {"major": major, "minor": minor, "emulationMajor": major, "emulationMinor": minor,
             "minCompatibilityMajor": major, "minCompatibilityMinor": str(int(minor) - 1),
-            "gitVersion": GIT_VERSION, "gitCommit": "", "gitTreeState": "", "buildDate": "1970-01-01T00:00:00Z",
+            "gitVersion": git_version, "gitCommit": "", "gitTreeState": "", "buildDate": "1970-01-01T00:00:00Z",
             "goVersion": "", "compiler": "", "platform": "gpuclaim API double (Python), not a kube-apiserver"}
 
 

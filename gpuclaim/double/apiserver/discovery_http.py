@@ -21,10 +21,6 @@ def _error(exc: errors.ApiError) -> web.Response:
     return _json(exc.status(), status=exc.code)
 
 
-async def _version(request: web.Request) -> web.Response:
-    return _json(discovery.version_info())
-
-
 async def _root(request: web.Request) -> web.Response:
     """`/api` or `/apis`: aggregated discovery when the client lists it first, else the legacy document."""
     legacy = request.path.rstrip("/") == "/api"
@@ -79,7 +75,6 @@ async def _openapi_v2(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     """Register before the object routes: `/api/v1` and `/apis/G/V` would otherwise read as object paths."""
-    app.router.add_get("/version", _version)
     app.router.add_get("/api", _root)
     app.router.add_get("/apis", _root)
     app.router.add_get("/api/{version}", _group_version)

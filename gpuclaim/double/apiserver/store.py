@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuclaim.double.apiserver import defaults, errors, schemas
+from gpuclaim.double.apiserver import celcheck, defaults, errors, schemas
 from gpuclaim.double.apiserver.admission import Admission, AdmissionAttributes
 from gpuclaim.double.apiserver.resources import ResourceType
 
@@ -85,6 +85,9 @@ class Store:
         self.validate = validate
         # the hook point: every write passes mutating admission, then schema validation, then validating admission
         self.admission = admission
+        # the CEL environment the apiserver compiles new DRA selectors in (create_app sets it from the version
+        # the double plays); None: selectors are not compiled
+        self.new_expressions: Callable[[], Any] | None = None
         self._objects: dict[str, dict[tuple[str, str], Obj]] = collections.defaultdict(dict)
         self._history: collections.deque[Event] = collections.deque(maxlen=history_size)
         self._compacted_rv = 0
@@ -293,6 +296,13 @@ class Store:
         except schemas.SchemaError as exc:
             raise errors.invalid(rt.kind, obj["metadata"].get("name", ""), rt.group, exc.field, exc.message) from None
 
+    def _compile_selectors(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+        if self.new_expressions is None or rt.kind not in celcheck.KINDS or not self.validate:
+            return
+        found = celcheck.first_error(obj, old, self.new_expressions())
+        if found is not None:
+            raise errors.invalid(rt.kind, obj["metadata"].get("name", ""), rt.group, found[0], found[1])
+
     async def _admit(self, operation: str, rt: ResourceType, namespace: str, obj: Obj, old: Obj | None,
                      dry_run: bool) -> Obj:
         attrs = AdmissionAttributes(operation=operation, resource=rt, namespace=namespace if rt.namespaced else "",
@@ -301,6 +311,7 @@ class Store:
             attrs.obj = await self.admission.mutate(attrs)
         if operation != "DELETE":
             self._validate(rt, attrs.obj)
+            self._compile_selectors(rt, attrs.obj, old)
         if self.admission is not None:
             await self.admission.validate(attrs)
         return attrs.obj
