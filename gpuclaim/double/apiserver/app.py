@@ -13,7 +13,16 @@ import jsonpatch
 import orjson
 from aiohttp import web
 
-from gpuclaim.double.apiserver import discovery, discovery_http, errors, negotiation, patches, selectors, tables, webhooks
+from gpuclaim.double.apiserver import (
+    discovery,
+    discovery_http,
+    errors,
+    negotiation,
+    patches,
+    selectors,
+    tables,
+    webhooks,
+)
 from gpuclaim.double.apiserver.faults import Fault, Faults
 from gpuclaim.double.apiserver.resources import ResourceType, lookup
 from gpuclaim.double.apiserver.store import Obj, ObjFilter, Store
