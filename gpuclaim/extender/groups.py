@@ -106,8 +106,8 @@ class GroupCache:
             return None
         self.hits += 1
         verdict, positions = entry
-        candidates = state.pools.candidates
-        devices = tuple(str(candidates[i].id) for i in positions)
+        names = state.device_names
+        devices = tuple(names[i] for i in positions)
         return NodeVerdict(node=state.name, score=verdict.score, devices=devices, reason=verdict.reason,
                            strict=verdict.strict, error=verdict.error)  # fmt: skip
 

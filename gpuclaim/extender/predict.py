@@ -37,6 +37,7 @@ from . import groups, score
 from .topology import NVLINK, NodeTopology
 
 _MAX_VERDICTS_PER_NODE = 64
+_UNKNOWN_NODE = "no ResourceSlice or Node known for this node"
 
 
 @dataclass(eq=False)
@@ -47,6 +48,9 @@ class NodeState:
     held: frozenset[DeviceID]  # devices on this node other claims hold (adminAccess results excluded)
     topology: NodeTopology
     verdicts: dict[bytes, score.NodeVerdict] = field(default_factory=dict)
+    # the candidates' ``driver/pool/device`` names, made once: the verdicts of every shape share these strings
+    # (a node keeps up to 64 verdicts, and a fresh string per picked device was half of each verdict's bytes)
+    device_names: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -58,7 +62,8 @@ class NodeState:
         devices = [(c.id, c.device) for c in pools.candidates]
         held = frozenset(d for d, _ in devices if is_held(d))
         return cls(pools=pools, held=held, topology=NodeTopology(config=config, devices=devices,
-                                                                  annotations=annotations))  # fmt: skip
+                                                                  annotations=annotations),
+                   device_names=tuple(str(d) for d, _ in devices))  # fmt: skip
 
 
 class ClusterView(Protocol):
@@ -344,17 +349,17 @@ def predict(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
     for name in names:  # the hot loop: 5,000 nodes per call, almost always two dict hits
         state = node_state(name)
         if state is None:
-            out.append(score.NodeVerdict(node=name, score=None, devices=(),
-                                         reason="no ResourceSlice or Node known for this node", strict={}))
+            out.append(score.NodeVerdict(node=name, score=None, devices=(), reason=_UNKNOWN_NODE,
+                                         strict=score.NO_DOMAINS))  # fmt: skip
             continue
         if pinned:
             why = pod_request.pinned_elsewhere(state.pools.node)
             if why is not None:
-                out.append(score.NodeVerdict(node=name, score=None, devices=(), reason=why, strict={},
+                out.append(score.NodeVerdict(node=name, score=None, devices=(), reason=why, strict=score.NO_DOMAINS,
                                              pinned=True))  # fmt: skip
                 continue
             if not pod_request.claims:
-                out.append(score.NodeVerdict(node=name, score=0, devices=(), strict={},
+                out.append(score.NodeVerdict(node=name, score=0, devices=(), strict=score.NO_DOMAINS,
                                              reason="every claim is allocated and available on this node"))
                 continue
         verdict = state.verdicts.get(key)
