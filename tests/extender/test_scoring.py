@@ -137,6 +137,27 @@ def test_all_mode_takes_every_matching_device_and_a_used_one_makes_the_node_unfi
     assert verdicts["used"].score is None and "do not fit" in verdicts["used"].reason
 
 
+def test_more_single_gpu_claims_than_free_gpus_fail_the_count_check_before_any_search() -> None:
+    # issue 22: 9 single-GPU claims on 8-GPU nodes ran the whole 200,000-step search on every node shape
+    objects = [fleet.pairs_node("free"), fleet.pairs_node("used"), *fleet.gpu_classes(),
+               fleet.allocated_claim("u", [("used", "gpu-3")]),
+               fleet.template("one", {"requests": [fleet.exact("gpu")]})]  # fmt: skip
+
+    def pod_of(claims: int) -> dict[str, Any]:
+        the_pod = fleet.pod("one")
+        the_pod["spec"]["resourceClaims"] = [{"name": f"c{i}", "resourceClaimTemplateName": "one"}
+                                             for i in range(claims)]  # fmt: skip
+        return the_pod
+
+    nine = score_all(objects, pod_of(9))
+    assert nine["free"].score is None
+    assert nine["free"].reason == ("the pod's claims do not fit on this node's free devices: they ask for at least 9, "
+                                   "it has 8")
+    eight = score_all(objects, pod_of(8))
+    assert len(eight["free"].devices) == 8 and eight["free"].score is not None
+    assert eight["used"].reason.endswith("they ask for at least 8, it has 7")
+
+
 def test_admin_access_sees_held_devices_and_does_not_count_as_using_them() -> None:
     objects = [fleet.pairs_node("n"), *fleet.gpu_classes(),
                fleet.allocated_claim("u", [("n", f"gpu-{i}") for i in range(8)]),
