@@ -203,6 +203,21 @@ def test_the_nvlink_annotation_splits_a_node_into_groups() -> None:
     assert verdict.strict["nvlink"] is False and "nvlink 0.00" in verdict.reason
 
 
+@pytest.mark.parametrize("form", ["bare", "qualified"])
+def test_an_nvlink_annotation_in_either_documented_form_forms_the_group(form: str) -> None:
+    def name(i: int) -> str:
+        return f"gpu-{i}" if form == "bare" else f"gpu.nvidia.com/n/gpu-{i}"
+
+    groups = ";".join(",".join(name(i) for i in group) for group in ((0, 1), (2, 3)))
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "annotations": {
+        CONFIG.nvlink_annotation: groups}}}
+    objects = [node, fleet.node_slice("n", [fleet.gpu(f"gpu-{i}", product="X") for i in range(4)]),
+               *fleet.gpu_classes(), fleet.template("two", {"requests": [fleet.exact("gpu", 2)]})]
+    verdict = score_all(objects, fleet.pod("two"))["n"]
+    assert verdict.devices == ("gpu.nvidia.com/n/gpu-0", "gpu.nvidia.com/n/gpu-1")
+    assert verdict.strict["nvlink"] is True and "nvlink 1.00" in verdict.reason
+
+
 def test_three_subrequests_give_three_bands() -> None:
     devices = {"requests": [{"name": "gpu", "firstAvailable": [
         {"name": "root", "deviceClassName": "gpu.nvidia.com", "count": 2},
