@@ -147,7 +147,8 @@ async def _every(period: float, stop: asyncio.Event, call: Callable[[], Awaitabl
             await call()
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:  # a lost call is a failure, not a crash
             errors.append(f"{type(exc).__name__}: {exc}")
-        next_at += period
+        # behind schedule after a stall: go on from now, not with a burst of quick calls that would dilute the p99
+        next_at = max(next_at + period, time.perf_counter())
         await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
 
 
