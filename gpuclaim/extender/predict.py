@@ -288,7 +288,7 @@ def node_verdict(state: NodeState, request: PodRequest, *, classes: Mapping[str,
 
 def _remember(state: NodeState, key: bytes, verdict: score.NodeVerdict) -> None:
     if len(state.verdicts) >= _MAX_VERDICTS_PER_NODE:
-        state.verdicts.clear()
+        del state.verdicts[next(iter(state.verdicts))]  # the least recently used (see `verdicts`)
     state.verdicts[key] = verdict.packed()
 
 
@@ -392,6 +392,12 @@ def verdicts(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
                 yield score.NodeVerdict(node=name, score=0, devices=(), strict=score.NO_DOMAINS,
                                         reason="every claim is allocated and available on this node")
                 continue
-        packed = state.verdicts.get(key)
-        yield (score.NodeVerdict.unpack(name, packed) if packed is not None
-               else node_verdict(state, pod_request, classes=classes, config=config, shared=shared))
+        cache = state.verdicts
+        packed = cache.pop(key, None)
+        if packed is not None:
+            # moved to the end: the cache forgets the least recently used shape, so a burst of new shapes (64
+            # over every node in the hostile bench) does not make the shapes in steady use cold again
+            cache[key] = packed
+            yield score.NodeVerdict.unpack(name, packed)
+        else:
+            yield node_verdict(state, pod_request, classes=classes, config=config, shared=shared)

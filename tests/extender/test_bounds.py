@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from gpuclaim.dra.config import Config, load_config
 from gpuclaim.extender import app as extender_app
+from gpuclaim.extender import predict
 from gpuclaim.extender.offline import OfflineView
 
 from . import fleet
@@ -88,6 +89,27 @@ async def test_the_cached_verdicts_cost_the_cycle_collector_nothing(aiohttp_clie
         gc.collect()
     cached = [packed for name in names for packed in view.node_state(name).verdicts.values()]  # type: ignore[union-attr]
     assert len(cached) == 12 and not any(gc.is_tracked(packed) for packed in cached)
+
+
+def test_a_shape_in_steady_use_stays_cached_when_a_burst_of_new_shapes_arrives() -> None:
+    # each node keeps 64 shapes; it forgot them all at once when full, so a burst of new shapes made every
+    # shape in use cold again on every node (ordinary calls re-simulated during the bench's 64-shape phase)
+    config = load_config({})
+    templates = [fleet.template(f"s{i}", _shape(i)) for i in range(66)]
+    view = OfflineView([fleet.pairs_node("n"), *fleet.gpu_classes(), *templates], config=config.extender)
+
+    def ask(i: int) -> bytes:
+        request = predict.resolve(fleet.pod(f"s{i}"), view, config.extender)
+        predict.predict(request, ["n"], view, config.extender)
+        return request.key
+
+    steady = ask(0)
+    for i in range(1, 64):
+        ask(i)
+        ask(0)
+    burst = [ask(i) for i in (64, 65)]
+    cached = view.node_state("n").verdicts  # type: ignore[union-attr]
+    assert len(cached) == 64 and steady in cached and all(key in cached for key in burst)
 
 
 async def test_a_long_candidate_list_is_predicted_while_the_loop_keeps_answering(aiohttp_client: Any) -> None:
