@@ -65,6 +65,9 @@ class NodeVerdict(_Verdict):
             raise ValueError(f"score {score} for {node} outside 0..10")
         return tuple.__new__(cls, (node, score, devices, reason, tuple(strict.items()), error, pinned))
 
+    def __getnewargs__(self) -> tuple[object, ...]:  # copy and pickle call __new__ with these: ``strict`` a mapping
+        return (self.node, self.score, self.devices, self.reason, self.strict, self.error, self.pinned)
+
     @property
     def strict(self) -> Mapping[str, bool]:
         """Per topology source: every group fully inside one domain."""
