@@ -31,9 +31,10 @@ from typing import Any
 import orjson
 
 from e2e.bench import procs
+from gpuclaim.dra.config import ExtenderConfig
 
 NAMESPACE = "team-00"
-MAX_NODES = 15_000  # extender.maxNodes' default
+MAX_NODES = ExtenderConfig().max_nodes  # the default the extender runs with here
 _TARGETS = {"rss_peak_mb": 1024, "healthz_p99_ms": 50, "ordinary_p99_ms": 20}
 
 
