@@ -287,6 +287,9 @@ class ExtenderConfig:
     grace_period_seconds: float = field(default=25.0, metadata=_meta(_non_negative))
     timeouts: ConnectionTimeouts = ConnectionTimeouts()
     max_connections: int = field(default=1024, metadata=_meta(_positive))
+    # candidate nodes in one /prioritize or /filter; kube-scheduler sends at most its numFeasibleNodesToFind
+    # (500 at 5,000 nodes with the default percentageOfNodesToScore), all nodes only when that is set to 100
+    max_nodes: int = field(default=15_000, metadata=_meta(_positive))
 
 
 # --- the Kubernetes version (issue 24) ---

@@ -64,6 +64,7 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     app[keys.METRICS] = ExtenderMetrics(registry)
     app[keys.READINESS] = readiness
     app[keys.REGISTRY] = registry
+    app[keys.LONG_CALLS] = asyncio.Lock()
     app.router.add_post("/prioritize", handlers.prioritize)
     app.router.add_post("/filter", handlers.filter_nodes)
     app.router.add_get("/healthz", handlers.healthz)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
@@ -16,3 +18,5 @@ VIEW = web.AppKey("gpuclaim.extender.view", ClusterView)
 METRICS = web.AppKey("gpuclaim.extender.metrics", ExtenderMetrics)
 READINESS = web.AppKey("gpuclaim.extender.readiness", Readiness)
 REGISTRY = web.AppKey("gpuclaim.extender.registry", CollectorRegistry)
+# held while a request with many candidates is predicted, in slices: one such request at a time (handlers.py)
+LONG_CALLS = web.AppKey("gpuclaim.extender.long_calls", asyncio.Lock)

@@ -28,6 +28,7 @@ import orjson
 from gpuclaim.dra import versions
 from gpuclaim.dra.config import Config
 from gpuclaim.dra.fieldpath import ErrorType, FieldError, Path, join_errors
+from gpuclaim.serving import offload
 from gpuclaim.webhook import review
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ Result = Literal["allowed", "denied", "error"]
 log = logging.getLogger("gpuclaim.webhook")
 
 #: a request body above this is decoded, converted (without the conversion cache) and encoded in the worker thread
-BIG_BODY_BYTES = 256 * 1024
+BIG_BODY_BYTES = offload.BIG_BODY_BYTES
 # the apiserver's default timeoutSeconds is 10 and the chart sets less: answer before it gives up on us
 DEFAULT_TIME_LIMIT = 8.0
 _REASON = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
@@ -346,10 +347,10 @@ class CoreChecks:
                 from gpuclaim.webhook.convert import convert_pod
                 from gpuclaim.webhook.convert.cache import Entry
 
-                entry = Entry(await off_loop(functools.partial(
+                entry = Entry(await offload.off_loop(functools.partial(
                     convert_pod, request.object, config=conversion_config, device_classes=classes,
                     namespace_labels=labels, namespace=request.namespace or None, own_namespace=self.own_namespace)))
-                entry.derived["webhook"] = await off_loop(_Prepared.of, entry.conversion)
+                entry.derived["webhook"] = await offload.off_loop(_Prepared.of, entry.conversion)
             else:
                 entry = self.conversions.lookup(request.object, config=conversion_config, device_classes=classes,
                                                 namespace_labels=labels, namespace=request.namespace or None,
@@ -481,15 +482,6 @@ _WARM_POD: Mapping[str, Any] = {
     "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
-_BIG_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-async def off_loop(fn: Any, *args: Any) -> Any:
-    """`fn(*args)` in the worker thread for big bodies (pure work only: decoding, converting, encoding)."""
-    global _BIG_POOL
-    if _BIG_POOL is None:
-        _BIG_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuclaim-big-body")
-    return await asyncio.get_running_loop().run_in_executor(_BIG_POOL, fn, *args)
 
 
 def _compile_pool() -> concurrent.futures.ThreadPoolExecutor:
