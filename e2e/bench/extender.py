@@ -10,7 +10,11 @@ Figures: ``p99_ms_500_nodes`` (500 random candidate names per call, what kube-sc
 ``p99_ms_all_nodes`` (all 5,000), ``p99_ms_no_claims`` (a pod without claims, 500 names), each measured after
 one warm-up call per shape over all nodes (the steady state: pods of one shape share cached per-node verdicts;
 an event re-predicts only the nodes it touches); ``cold_ms_all_nodes`` is that first call per shape, which
-builds every node's state. ``rss_mb`` is the extender process's RSS at the end.
+builds every node's state. ``rss_mb`` is the extender process's RSS after those calls.
+
+Then ``hostile``: issue 22's floods against the same process while ordinary calls and probes go on (64 pod
+shapes over every node, 250,000 unknown names in one body, 50 clients of 50,000 names, 50 clients at
+``extender.maxNodes``), with the RSS peak and the p99s of each phase (``e2e/bench/extender_hostile.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import aiohttp
 import orjson
 
 from e2e.bench import cache as cache_bench
+from e2e.bench import extender_hostile
 from e2e.bench.procs import rss_mb, serving_double
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -163,8 +168,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         data.mkdir()
         print(f"generating {nodes} nodes / {nodes * 8} GPUs / {claims} allocated claims", file=sys.stderr)
         cache_bench.generate(data, nodes=nodes, claims=claims)
+        flood_shapes = [extender_hostile.shape_template(i) for i in range(64)]
         (data / "05-templates.json").write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List",
-                                                               "items": _templates()}))
+                                                               "items": _templates() + flood_shapes}))
         names = [f"gpu-node-{i:05d}.cluster.internal" for i in range(nodes)]
         with serving_double(data, work) as kubeconfig:
             port, metrics_port = _free_port(), _free_port()
@@ -178,6 +184,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 figures = asyncio.run(_drive(base, f"http://127.0.0.1:{metrics_port}/metrics", names,
                                              calls=100 if args.quick else 200, all_calls=20 if args.quick else 50))
                 figures["rss_mb"] = round(rss_mb(extender.pid), 1)
+                figures["hostile"] = asyncio.run(extender_hostile.run_phases(
+                    base, f"http://127.0.0.1:{metrics_port}", extender.pid, names, quick=args.quick,
+                    ordinary_shapes=[f"gpuclaim-{shape}" for shape in SHAPES]))
                 figures["run_s"] = round(time.perf_counter() - started, 1)
             finally:
                 extender.terminate()

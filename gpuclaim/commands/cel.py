@@ -1,8 +1,9 @@
-"""`gpuclaim cel EXPR [--slices FILE [--device NAME]] [-o text|json]`: evaluate one CEL expression as
-kube-scheduler would (StoredExpressions), against one device of a ResourceSlice file or none.
+"""`gpuclaim cel EXPR [--slices FILE [--device NAME]] [-o text|json] [--kubernetes-version X.Y]`: evaluate one CEL
+expression as kube-scheduler of that version would (StoredExpressions), against one device of a ResourceSlice file
+or none.
 
 Prints the value, or ``compilation failed: ...`` / ``runtime error: ...`` and exits 1. If the
-expression compiles for the scheduler but a 1.34 kube-apiserver would refuse it in a new claim
+expression compiles for the scheduler but that version's kube-apiserver would refuse it in a new claim
 (functions it does not offer yet, the cost limit, a non-bool result), that is reported too.
 """
 
@@ -16,7 +17,8 @@ from typing import Any
 import orjson
 import yaml
 
-from gpuclaim.dra import cel
+from gpuclaim.commands._config import add_kubernetes_version, kubernetes_model
+from gpuclaim.dra import cel, versions
 from gpuclaim.dra.api.documents import flatten_documents
 from gpuclaim.dra.api.slices import Device, parse_resource_slice
 from gpuclaim.dra.cel.operators import RuntimeDevice
@@ -31,6 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="ResourceSlice YAML (multi-document or a `kubectl get -o yaml` List)")
     parser.add_argument("--device", metavar="NAME", help="the device to evaluate against (default: the first)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    add_kubernetes_version(parser)
 
 
 def _load_device(path: Path, name: str | None) -> Device:
@@ -97,11 +100,12 @@ def run(args: argparse.Namespace) -> int:
     if device is None and args.device:
         raise UsageError("--device needs --slices")
     as_json = args.output == "json"
+    kubernetes = kubernetes_model(args)
     try:
-        compiled = cel.compile_uncached(args.expression, mode="stored", any_result=True)
+        compiled = cel.compile_uncached(args.expression, mode=kubernetes.cel_stored, any_result=True)
     except cel.CelCompileError as err:
         return _fail(as_json, "compile", err.message, err.hint)
-    apiserver = _apiserver_verdict(args.expression)
+    apiserver = _apiserver_verdict(args.expression, kubernetes)
     try:
         value = compiled.value(device)
     except cel.CelRuntimeError as err:
@@ -114,13 +118,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_text(value))
         if apiserver is not None:
-            print(f"note: a 1.34 kube-apiserver refuses this in a new selector: {apiserver}", file=sys.stderr)
+            print(f"note: a {kubernetes.name} kube-apiserver refuses this in a new selector: {apiserver}",
+                  file=sys.stderr)
     return ExitStatus.OK
 
 
-def _apiserver_verdict(expression: str) -> str | None:
+def _apiserver_verdict(expression: str, kubernetes: versions.KubernetesModel) -> str | None:
     try:
-        cel.compile_uncached(expression, mode="new")
+        cel.compile_uncached(expression, mode=kubernetes.cel_new)
     except cel.CelCompileError as err:
         return err.message
     return None

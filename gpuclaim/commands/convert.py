@@ -1,12 +1,15 @@
-"""`gpuclaim convert -f FILE|- [--config FILE] [--classes FILE] [-o yaml|json]`: what the webhook would make
-of the Pods and workloads (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs) in FILE.
+"""`gpuclaim convert -f FILE|- [--config FILE] [--classes FILE] [-o yaml|json] [--kubernetes-version X.Y]`:
+what the webhook would make of the Pods and workloads (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs,
+CronJobs) in FILE.
 
 Prints the objects in input order (converted where they carry mapped resources, unchanged otherwise),
 then the ResourceClaimTemplates and shared ResourceClaims they reference; `-o json` prints one JSON array
 in that order. Multi-document YAML and `kind: List` are read. DeviceClasses found in the input count as
 known classes (KEP-5004 coexistence); `--classes FILE` adds the cluster's classes and turns on the
 "mapped class must exist" check (`conversion.requireClassesExist`), which is off without it.
-Exit 0: done; 1: an object was refused (stderr says which and why); 2: unreadable input or config.
+`--kubernetes-version` is checked like the other offline commands' (the conversion itself is the same on
+every supported version today). Exit 0: done; 1: an object was refused (stderr says which and why); 2: unreadable
+input or config.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 import orjson
 import yaml
 
-from gpuclaim.commands._config import load_config_file
+from gpuclaim.commands._config import add_kubernetes_version, kubernetes_model, load_config_file
 from gpuclaim.dra.api import DeviceClass, parse_device_class
 from gpuclaim.dra.api.documents import flatten_documents
 from gpuclaim.dra.config import Config
@@ -36,6 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--classes", type=Path, metavar="FILE",
                         help="the cluster's DeviceClasses (YAML); enables the mapped-class-must-exist check")
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    add_kubernetes_version(parser)
 
 
 def _read_documents(source: str) -> list[Any]:
@@ -86,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if args.classes is not None:
         known.update(_classes(_read_documents(str(args.classes)), str(args.classes), strict=True))
     config = _config(args.config, args.classes is not None)
+    kubernetes_model(args, config)  # a version gpuclaim cannot model is a usage error here too
     out: list[Any] = []
     extra: dict[tuple[str, str | None, str], dict[str, Any]] = {}
     refused = False

@@ -1,5 +1,7 @@
-"""`gpuclaim lint FILE... [--slices FILE...] [--namespaces FILE] [--config FILE] [-o text|json] [--strict]`:
-the validating webhook's checks, offline, for CI pipelines and GitOps repositories.
+"""`gpuclaim lint FILE... [--slices FILE...] [--namespaces FILE] [--config FILE] [-o text|json] [--strict]
+[--kubernetes-version X.Y]`: the validating webhook's checks, offline, for CI pipelines and GitOps repositories,
+as a cluster of that Kubernetes version (default: the newest supported) sees them. With no kube-apiserver in
+front, what the apiserver itself would refuse (a selector that does not compile there) is an error here.
 
 Reads multi-document YAML and `kubectl get -o yaml` List output. DeviceClasses, ResourceClaimTemplates and
 Namespaces found in the linted files count as part of the cluster (a claim can name a class defined next to
@@ -29,8 +31,8 @@ from typing import Any
 import orjson
 import yaml
 
-from gpuclaim.commands._config import load_config_file
-from gpuclaim.dra import api
+from gpuclaim.commands._config import add_kubernetes_version, kubernetes_model, load_config_file
+from gpuclaim.dra import api, versions
 from gpuclaim.dra.config import Config
 from gpuclaim.exitstatus import ExitStatus, UsageError
 from gpuclaim.webhook.validate import OfflineInventory, validate_manifest
@@ -48,6 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     parser.add_argument("--explain", action="store_true",
                         help="say, for each request, which driver schema and which devices it was checked against")
+    add_kubernetes_version(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +117,11 @@ def _inventory(docs: list[_Doc], slice_docs: list[_Doc], namespace_docs: list[_D
 
 
 def findings_of(docs: list[_Doc], inventory: OfflineInventory, config: Config, *,
-                explain: bool = False) -> list[dict[str, Any]]:
+                explain: bool = False, kubernetes: versions.KubernetesModel = versions.NEWEST_MODEL,
+                ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for d in docs:
-        verdict = validate_manifest(d.obj, inventory=inventory, config=config)
+        verdict = validate_manifest(d.obj, inventory=inventory, config=config, kubernetes=kubernetes)
         base = {"file": d.file, "doc": d.doc, "item": d.item, "kind": _kind(d.obj), "name": _name(d.obj)}
         for stage, errors in (("admission", verdict.denials), ("scheduling", verdict.scheduling)):
             for error in errors:
@@ -169,10 +173,12 @@ def _text(finding: Mapping[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config_file(args.config)
+    kubernetes = kubernetes_model(args, config)
     docs = [d for path in args.files for d in _read(path)]
     slice_docs = [d for path in args.slices for d in _read(path)]
     namespace_docs = None if args.namespaces is None else _read(args.namespaces)
-    found = findings_of(docs, _inventory(docs, slice_docs, namespace_docs), config, explain=args.explain)
+    found = findings_of(docs, _inventory(docs, slice_docs, namespace_docs), config, explain=args.explain,
+                        kubernetes=kubernetes)
     if args.output == "json":
         sys.stdout.write(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

@@ -94,7 +94,9 @@ def render(report: Obj, out: TextIO) -> None:
 
 def _workload(out: TextIO, w: Obj) -> None:
     if w["admission"] == "denied":
-        _wrapped(out, "webhook:  ", f"DENIED ({w['httpStatus']} {w.get('reason')})")
+        # a selector that does not compile is refused by the apiserver itself, before any webhook
+        who = "webhook:  " if "admission webhook" in str(w.get("message")) else "apiserver:"
+        _wrapped(out, who, f"DENIED ({w['httpStatus']} {w.get('reason')})")
         _wrapped(out, "          ", str(w.get("message")))
         return
     if w["admission"] == "untouched":

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, TypeGuard
 
-from gpuclaim.dra import celtext
+from gpuclaim.dra import celtext, versions
 from gpuclaim.dra.api import names
 from gpuclaim.dra.schemas.model import DriverSchema
 
@@ -287,6 +287,38 @@ class ExtenderConfig:
     grace_period_seconds: float = field(default=25.0, metadata=_meta(_non_negative))
     timeouts: ConnectionTimeouts = ConnectionTimeouts()
     max_connections: int = field(default=1024, metadata=_meta(_positive))
+    # candidate nodes in one /prioritize or /filter; kube-scheduler sends at most its numFeasibleNodesToFind
+    # (500 at 5,000 nodes with the default percentageOfNodesToScore), all nodes only when that is set to 100
+    max_nodes: int = field(default=15_000, metadata=_meta(_positive))
+
+
+# --- the Kubernetes version (issue 24) ---
+
+
+def _check_kube_version(value: str) -> str | None:
+    try:
+        parsed = versions.parse_version(value)
+    except versions.VersionError:
+        return f"must be a Kubernetes version such as {versions.SUPPORTED[-1]} (supported: " \
+               f"{versions.SUPPORTED[0]} to {versions.SUPPORTED[-1]})"
+    if parsed.minor < versions.OLDEST:
+        return f"Kubernetes {parsed} is not supported (supported: {versions.SUPPORTED[0]} to {versions.SUPPORTED[-1]})"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class KubernetesConfig:
+    """Which Kubernetes the servers model (docs/kubernetes-versions.md). ``version`` None: the cluster's
+    ``/version``, read at start and after every relist; set: that version, whatever the cluster says.
+    ``featureGates``: the gates the control plane runs with where they differ from that version's defaults."""
+
+    version: str | None = field(default=None, metadata=_meta(_check_kube_version))
+    feature_gates: Mapping[str, bool] = field(default_factory=lambda: MappingProxyType({}))
+
+    def model(self, cluster_version: str | None = None) -> versions.Resolved:
+        """The model for the pinned version, else ``cluster_version`` (else the newest), with the gates;
+        raises ``versions.VersionError`` / ``versions.GateError``."""
+        return versions.resolve(self.version or cluster_version, feature_gates=self.feature_gates)
 
 
 # --- cluster view, certificates, logging ---
@@ -373,6 +405,7 @@ class Config:
     # (dra/mixed.py): avoid = the extender's filter keeps converted pods off it; allow = only warn and count
     mixed_nodes: Literal["avoid", "allow"] = "avoid"
     logging: LoggingConfig = LoggingConfig()
+    kubernetes: KubernetesConfig = KubernetesConfig()
     # Driver attribute schemas added to (or, with replace: true, replacing) the shipped ones: docs/driver-schemas.md
     schemas: tuple[DriverSchema, ...] = ()
 
@@ -442,6 +475,7 @@ def _cross_checks(config: Config, issues: list[ConfigIssue]) -> None:
                 ConfigIssue(f"conversion.mappings[{i}].resource", f"duplicate mapping for {mapping.resource}")
             )
         seen.add(mapping.resource)
+    _check_gates(config.kubernetes, issues)
     drivers: set[str] = set()
     for i, schema in enumerate(config.schemas):
         if schema.driver in drivers:
@@ -449,6 +483,26 @@ def _cross_checks(config: Config, issues: list[ConfigIssue]) -> None:
         drivers.add(schema.driver)
         if names.check_dns1123_subdomain(schema.driver):
             issues.append(ConfigIssue(f"schemas[{i}].driver", "must be a driver name (a lowercase DNS subdomain)"))
+
+
+def _check_gates(kube: KubernetesConfig, issues: list[ConfigIssue]) -> None:
+    """Gates are checked against the pinned version; unpinned, against every supported one (the cluster's
+    own version is checked again when it is known)."""
+    minors = range(versions.OLDEST, versions.NEWEST + 1)
+    if kube.version is not None:
+        minors = range(min(versions.parse_version(kube.version).minor, versions.NEWEST), versions.NEWEST + 1)[:1]
+    for name, value in kube.feature_gates.items():
+        where = f"kubernetes.featureGates.{name}"
+        problems = []
+        for minor in minors:
+            try:
+                versions.model_for(minor, feature_gates={name: value})
+            except versions.GateError as err:
+                problems.append(str(err))
+            else:
+                break
+        else:
+            issues.append(ConfigIssue(where, problems[-1]))
 
 
 def _camel(name: str) -> str:
@@ -554,4 +608,6 @@ def _describe(tp: Any) -> Any:
     if origin is tuple:
         inner = args[0]
         return [config_keys(inner) if _is_dataclass_type(inner) else _describe(inner)]
+    if origin in (Mapping, dict):
+        return {"<name>": _describe(args[1])}
     return {bool: "bool", int: "int", float: "number", str: "string"}.get(tp, str(tp))

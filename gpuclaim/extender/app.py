@@ -65,6 +65,7 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     app[keys.METRICS] = ExtenderMetrics(registry)
     app[keys.READINESS] = readiness
     app[keys.REGISTRY] = registry
+    app[keys.LONG_CALLS] = asyncio.Lock()
     app.router.add_post("/prioritize", handlers.prioritize)
     app.router.add_post("/filter", handlers.filter_nodes)
     app.router.add_get("/healthz", handlers.healthz)
@@ -77,14 +78,17 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
     """The live view over a cluster cache; the cache and the warm-up run while the app runs."""
     from gpuclaim.kube.cache import ClusterCache  # the kubernetes client costs import time: only with a cluster
     from gpuclaim.kube.client import KubeClient
+    from gpuclaim.kube.version import ClusterVersion
 
     from .view import LiveView, extender_specs
 
     client = KubeClient(api, timeout=config.cluster.api_timeout_seconds)
+    # cache.version.model: the Kubernetes version the cluster runs, followed across upgrades
     cache = ClusterCache(client, registry=registry, specs=extender_specs(config),
                          backoff_initial=config.cluster.backoff.initial_seconds,
                          backoff_cap=config.cluster.backoff.cap_seconds, backoff_factor=config.cluster.backoff.factor,
-                         backoff_jitter=config.cluster.backoff.jitter)  # fmt: skip
+                         backoff_jitter=config.cluster.backoff.jitter,
+                         version=ClusterVersion(config.kubernetes, registry=registry))  # fmt: skip
     view = LiveView(cache, config)
     from gpuclaim.kube.mixed import MixedNodes
 

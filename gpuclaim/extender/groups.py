@@ -25,7 +25,7 @@ from typing import Any
 from gpuclaim.dra import cel
 from gpuclaim.dra.api import DeviceClass, ResourceClaim
 
-from .score import NodeVerdict
+from .score import NodeVerdict, Packed
 
 Chain = tuple[cel.CompiledSelector, ...]
 _MAX_GROUPS = 20_000
@@ -95,7 +95,7 @@ class GroupCache:
 
     def __init__(self, max_entries: int = _MAX_GROUPS) -> None:
         self.max_entries = max_entries
-        self._entries: dict[Hashable, tuple[NodeVerdict, tuple[int, ...]]] = {}
+        self._entries: dict[Hashable, tuple[Packed, tuple[int, ...]]] = {}  # packed: see score.Packed
         self.hits = 0
         self.misses = 0
 
@@ -105,11 +105,10 @@ class GroupCache:
             self.misses += 1
             return None
         self.hits += 1
-        verdict, positions = entry
-        candidates = state.pools.candidates
-        devices = tuple(str(candidates[i].id) for i in positions)
-        return NodeVerdict(node=state.name, score=verdict.score, devices=devices, reason=verdict.reason,
-                           strict=verdict.strict, error=verdict.error)  # fmt: skip
+        (score, _, reason, domains, error, _), positions = entry
+        names = state.device_names
+        return NodeVerdict.unpack(state.name, (score, tuple(names[i] for i in positions), reason, domains, error,
+                                               False))  # fmt: skip
 
     def put(self, sig: Hashable, state: Any, verdict: NodeVerdict) -> None:
         if verdict.error or self.max_entries == 0:
@@ -117,4 +116,4 @@ class GroupCache:
         index = {str(c.id): i for i, c in enumerate(state.pools.candidates)}
         if len(self._entries) >= self.max_entries:
             self._entries.clear()
-        self._entries[sig] = (verdict, tuple(index[d] for d in verdict.devices))
+        self._entries[sig] = (verdict.packed(), tuple(index[d] for d in verdict.devices))

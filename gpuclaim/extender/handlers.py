@@ -2,24 +2,32 @@
 
 kube-scheduler treats any non-200 answer as a failed call, so every failure goes into the body: ``Error`` of
 an ExtenderFilterResult for /filter. A HostPriorityList has no error field; a failed /prioritize answers the
-same score (0) for every candidate it could read (``[]`` when even the names are unreadable), which changes
-nothing in the ranking, and logs why (kube-scheduler ignores prioritize failures anyway).
+same score (0) for every candidate it could read (``[]`` when even the names are unreadable, or more than
+``extender.maxNodes``), which changes nothing in the ranking, and logs why (kube-scheduler ignores prioritize
+failures anyway).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import logging
 import time
 
 from aiohttp import web
 
-from gpuclaim.serving import connections
+from gpuclaim.serving import connections, offload
 
 from . import keys, mixed, predict, wire
 from .score import NodeVerdict
 
 log = logging.getLogger(__name__)
 JSON = "application/json"
+# a call yields the loop between two nodes once it has held it this long; calls with more than _LONG candidates
+# take turns (kube-scheduler sends 500 names at 5,000 nodes)
+_SLICE_SECONDS = 0.002
+_LONG = 1000
 
 
 async def _body(request: web.Request) -> bytes:
@@ -35,7 +43,20 @@ def _answer(body: bytes) -> web.Response:
     return web.Response(body=body, content_type=JSON)
 
 
-def _verdicts(request: web.Request, args: wire.ExtenderArgs) -> tuple[predict.PodRequest | None, list[NodeVerdict]]:
+async def _args(request: web.Request) -> wire.ExtenderArgs:
+    body = await _body(request)
+    max_nodes = request.app[keys.CONFIG].max_nodes
+    if len(body) > offload.BIG_BODY_BYTES:
+        # as the webhook does: decoded in steps in the worker thread, so the loop keeps answering meanwhile
+        # (a 55 MB body decoded on the loop in one orjson call stopped it for seconds, issue 22)
+        decode = functools.partial(wire.decode_args, body, max_nodes=max_nodes, stepwise=True)
+        args: wire.ExtenderArgs = await offload.off_loop(decode)
+        return args
+    return wire.decode_args(body, max_nodes=max_nodes)
+
+
+async def _verdicts(request: web.Request, args: wire.ExtenderArgs
+                    ) -> tuple[predict.PodRequest | None, list[NodeVerdict]]:
     """None when the pod has nothing to predict (no claims, or every claim allocated or invisible)."""
     app = request.app
     metrics, view, config = app[keys.METRICS], app[keys.VIEW], app[keys.CONFIG]
@@ -46,7 +67,19 @@ def _verdicts(request: web.Request, args: wire.ExtenderArgs) -> tuple[predict.Po
     pod_request = predict.resolve(args.pod, view, config, getattr(view, "parsed_claims", None))
     if pod_request.empty:
         return pod_request, []
-    return pod_request, predict.predict(pod_request, args.node_names, view, config)
+    names = args.node_names
+    # predicted in slices with the loop yielded between them: a new pod shape over 5,000 nodes simulates for
+    # 200-500 ms. A long list also waits for every other long one: the loop visits ready tasks in turn, and each
+    # step of another request (read, handle, answer) would wait for a slice of every long request in flight
+    async with app[keys.LONG_CALLS] if len(names) > _LONG else contextlib.nullcontext():
+        verdicts: list[NodeVerdict] = []
+        since = time.perf_counter()
+        for verdict in predict.verdicts(pod_request, names, view, config):
+            verdicts.append(verdict)
+            if time.perf_counter() - since > _SLICE_SECONDS:
+                await asyncio.sleep(0)
+                since = time.perf_counter()
+    return pod_request, verdicts
 
 
 async def prioritize(request: web.Request) -> web.Response:
@@ -55,17 +88,19 @@ async def prioritize(request: web.Request) -> web.Response:
     result = "ok"
     names: tuple[str, ...] = ()
     try:
-        args = wire.decode_args(await _body(request))
+        args = await _args(request)
         names = args.node_names
-        _, verdicts = _verdicts(request, args)
+        _, verdicts = await _verdicts(request, args)
         if not verdicts:
             body = wire.encode_equal_priorities(names)
         else:
             metrics.observe_scores(v.score for v in verdicts)
-            body = wire.join_priorities([v.wire for v in verdicts])
+            body = wire.encode_priorities([(v.node, v.score or 0) for v in verdicts])
     except (wire.WireError, predict.PodError) as exc:
         result = "error"
         log.warning("prioritize: %s", exc)
+        if isinstance(exc, wire.WireError):
+            names = exc.node_names
         body = wire.encode_equal_priorities(names) if names else wire.encode_error_priorities()
     except web.HTTPException:
         raise  # the body read deadline (408)
@@ -87,9 +122,9 @@ async def filter_nodes(request: web.Request) -> web.Response:
     result = "ok"
     args: wire.ExtenderArgs | None = None
     try:
-        args = wire.decode_args(await _body(request))
+        args = await _args(request)
         args, avoided = mixed.avoid(args, request.app[keys.MIXED])
-        pod_request, verdicts = _verdicts(request, args)
+        pod_request, verdicts = await _verdicts(request, args)
         if pod_request is not None and not pod_request.required and pod_request.pinned:
             # as kube-scheduler's own Filter: nodes an allocated claim of the pod cannot be used on fail
             passed = [v.node for v in verdicts if not v.pinned]

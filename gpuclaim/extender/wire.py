@@ -14,12 +14,21 @@ from typing import Any
 
 import orjson
 
+from gpuclaim.dra.config import ExtenderConfig
+from gpuclaim.serving import chunked_json
+
 MIN_SCORE = 0
 MAX_SCORE = 10  # MaxExtenderPriority
+DEFAULT_MAX_NODES = ExtenderConfig().max_nodes
 
 
 class WireError(ValueError):
-    """The request body is not an ExtenderArgs; the message names the field."""
+    """The request body is not an ExtenderArgs; the message names the field. ``node_names``: the candidates that
+    could be read all the same (a bad Pod), for the equal scores of a failed /prioritize."""
+
+    def __init__(self, message: str, *, node_names: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.node_names = node_names
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,22 +67,41 @@ def _typename(value: object) -> str:
     )
 
 
-def decode_args(body: bytes) -> ExtenderArgs:
-    """Parse an ExtenderArgs body; raise WireError with the field path of the first problem."""
+def decode_args(body: bytes, *, max_nodes: int = DEFAULT_MAX_NODES, stepwise: bool = False) -> ExtenderArgs:
+    """Parse an ExtenderArgs body; raise WireError with the field path of the first problem. More than
+    ``max_nodes`` candidates is a problem of its own, found before anything is done per node. ``stepwise``: for a
+    big body decoded in a worker thread, in steps that let the event loop have the GIL between them
+    (``serving.chunked_json``)."""
     if not body:
         raise WireError("empty request body: expected an ExtenderArgs JSON object")
     try:
-        raw = orjson.loads(body)
+        raw = chunked_json.loads(body) if stepwise else orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise WireError(f"request body is not JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise WireError(f"request body: expected an ExtenderArgs object, got {_typename(raw)}")
+    # the names are read first, so a bad Pod still leaves /prioritize every candidate to answer; the Pod's problem
+    # is the one reported first all the same
+    unreadable: WireError | None = None
+    try:
+        names, nodes = _candidates(raw, max_nodes)
+    except WireError as exc:
+        unreadable, names, nodes = exc, (), None
     pod = field(raw, "Pod")
     if not isinstance(pod, dict):
-        raise WireError("Pod: required" if pod is None else f"Pod: expected an object, got {_typename(pod)}")
+        raise WireError("Pod: required" if pod is None else f"Pod: expected an object, got {_typename(pod)}",
+                        node_names=names)
     for key in ("metadata", "spec"):
         if pod.get(key) is not None and not isinstance(pod[key], dict):
-            raise WireError(f"Pod.{key}: expected an object, got {_typename(pod[key])}")
+            raise WireError(f"Pod.{key}: expected an object, got {_typename(pod[key])}", node_names=names)
+    if unreadable is not None:
+        raise unreadable
+    return ExtenderArgs(pod=pod, node_names=names, nodes=nodes)
+
+
+def _candidates(raw: Mapping[str, Any], max_nodes: int
+                ) -> tuple[tuple[str, ...], tuple[Mapping[str, Any], ...] | None]:
+    """The candidate names and, in the ``Nodes`` form, the Node objects."""
     names_raw = field(raw, "NodeNames")
     nodes_raw = field(raw, "Nodes")
     nodes: tuple[Mapping[str, Any], ...] | None = None
@@ -85,6 +113,7 @@ def decode_args(body: bytes) -> ExtenderArgs:
             items = []
         if not isinstance(items, list):
             raise WireError(f"Nodes.items: expected an array, got {_typename(items)}")
+        _bound("Nodes.items", len(items), max_nodes)
         for i, node in enumerate(items):
             name = (node.get("metadata") or {}).get("name") if isinstance(node, dict) else None
             if not isinstance(name, str) or not name:
@@ -93,15 +122,20 @@ def decode_args(body: bytes) -> ExtenderArgs:
     if names_raw is not None:
         if not isinstance(names_raw, list):
             raise WireError(f"NodeNames: expected an array of strings, got {_typename(names_raw)}")
+        _bound("NodeNames", len(names_raw), max_nodes)
         if not all(type(name) is str for name in names_raw):  # one C-level pass; find the culprit only on failure
             i, name = next((i, n) for i, n in enumerate(names_raw) if type(n) is not str)
             raise WireError(f"NodeNames[{i}]: expected a string, got {_typename(name)}")
     if nodes is not None:
         # kube-scheduler sends exactly one of the two; with both, the full objects are the richer answer
-        names = tuple(n["metadata"]["name"] for n in nodes)
-    else:
-        names = tuple(names_raw or ())
-    return ExtenderArgs(pod=pod, node_names=names, nodes=nodes)
+        return tuple(n["metadata"]["name"] for n in nodes), nodes
+    return tuple(names_raw or ()), None
+
+
+def _bound(path: str, count: int, max_nodes: int) -> None:
+    if count > max_nodes:
+        raise WireError(f"{path}: {count} candidate nodes, more than the {max_nodes} one request may name "
+                        "(extender.maxNodes)")
 
 
 def encode_priorities(scores: Sequence[tuple[str, int]]) -> bytes:
@@ -110,11 +144,6 @@ def encode_priorities(scores: Sequence[tuple[str, int]]) -> bytes:
         if not MIN_SCORE <= score <= MAX_SCORE:
             raise ValueError(f"score {score} for {host} outside {MIN_SCORE}..{MAX_SCORE}")
     return orjson.dumps([{"Host": host, "Score": score} for host, score in scores])
-
-
-def join_priorities(entries: Sequence[bytes]) -> bytes:
-    """A HostPriorityList from entries already encoded as ``{"Host":...,"Score":...}``."""
-    return b"[" + b",".join(entries) + b"]"
 
 
 def encode_equal_priorities(names: Sequence[str], score: int = MIN_SCORE) -> bytes:

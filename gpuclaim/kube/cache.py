@@ -30,6 +30,7 @@ from gpuclaim.kube.inventory import Inventory, PoolView
 from gpuclaim.kube.metrics import CacheMetrics
 from gpuclaim.kube.reflector import Obj, Reflector, WatchSpec
 from gpuclaim.kube.sharing import Interner
+from gpuclaim.kube.version import ClusterVersion
 
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=gpuclaim"
 Subscriber = Callable[[str, str, Obj], None]  # (kind, event type, object)
@@ -83,8 +84,11 @@ class ClusterCache:
                  silence_timeout: float = 90.0, watch_timeout: float = 300.0, backoff_initial: float = 0.5,
                  backoff_cap: float = 30.0, backoff_factor: float = 2.0, backoff_jitter: float = 0.5,
                  specs: tuple[WatchSpec, ...] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, version: ClusterVersion | None = None) -> None:
         self.client = client
+        # the Kubernetes version, read from /version at start and after every list of any kind (kube/version.py)
+        self.version = version
+        self._listed = asyncio.Event()
         self.clock = clock
         self.specs = specs or default_specs()
         self.metrics = CacheMetrics(registry, [s.kind for s in self.specs])
@@ -106,7 +110,7 @@ class ClusterCache:
                 backoff=Backoff(initial=backoff_initial, cap=backoff_cap, factor=backoff_factor, jitter=backoff_jitter,
                                 rng=random.Random(rng.getrandbits(64))),
                 metrics=self.metrics, silence_timeout=silence_timeout, watch_timeout=watch_timeout, clock=clock,
-                interner=interner)
+                interner=interner, on_list=self._listed.set)
 
     def _sink(self, kind: str, handler: Callable[[Obj | None, Obj | None], None] | None
               ) -> Callable[[str, Obj | None, Obj | None], None]:
@@ -125,8 +129,19 @@ class ClusterCache:
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
+        if self.version is not None:
+            self._tasks.append(asyncio.create_task(self._follow_version(self.version), name="gpuclaim-version"))
         for kind, reflector in self.reflectors.items():
             self._tasks.append(asyncio.create_task(reflector.run(), name=f"gpuclaim-watch-{kind}"))
+
+    async def _follow_version(self, version: ClusterVersion) -> None:
+        """/version now, then once after each burst of lists: a relist is what a restarted (upgraded) control
+        plane causes, so that is when the version may have changed."""
+        await version.refresh(self.client)
+        while True:
+            await self._listed.wait()
+            self._listed.clear()
+            await version.refresh(self.client)
 
     async def stop(self) -> None:
         for task in self._tasks:

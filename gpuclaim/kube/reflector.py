@@ -57,7 +57,8 @@ class Reflector:
                  metrics: CacheMetrics, silence_timeout: float = 90.0, watch_timeout: float = 300.0,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 interner: Interner | None = None, page_size: int = 500) -> None:
+                 interner: Interner | None = None, page_size: int = 500,
+                 on_list: Callable[[], None] | None = None) -> None:
         self.client = client
         self.spec = spec
         self.sink = sink
@@ -74,6 +75,7 @@ class Reflector:
         self.lists = 0
         self.interner = interner
         self.page_size = page_size
+        self.on_list = on_list  # after every complete list (the first and each relist)
 
     def _touch(self) -> None:
         self.last_activity = self.clock()
@@ -153,6 +155,8 @@ class Reflector:
         self._touch()
         self.backoff.reset()
         self.synced.set()
+        if self.on_list is not None:
+            self.on_list()
 
     def _emit(self, event_type: str, old: Obj | None, new: Obj | None) -> None:
         self.metrics.events.labels(self.spec.kind, event_type).inc()

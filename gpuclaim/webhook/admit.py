@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import orjson
 
+from gpuclaim.dra import versions
 from gpuclaim.dra.config import Config
 from gpuclaim.dra.fieldpath import ErrorType, FieldError, Path, join_errors
+from gpuclaim.serving import offload
 from gpuclaim.webhook import review
 
 if TYPE_CHECKING:
@@ -37,7 +39,7 @@ Result = Literal["allowed", "denied", "error"]
 log = logging.getLogger("gpuclaim.webhook")
 
 #: a request body above this is decoded, converted (without the conversion cache) and encoded in the worker thread
-BIG_BODY_BYTES = 256 * 1024
+BIG_BODY_BYTES = offload.BIG_BODY_BYTES
 # the apiserver's default timeoutSeconds is 10 and the chart sets less: answer before it gives up on us
 DEFAULT_TIME_LIMIT = 8.0
 _REASON = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
@@ -87,6 +89,23 @@ class Context:
     cluster: Any = None  # kube.ClusterCache when a kubeconfig / in-cluster config is available
     client: Any = None  # kube.KubeClient, for side effects (template creation); None without a cluster
     mixed: Any = None  # kube.mixed.MixedNodes over `cluster`, for the mixed-nodes warning; None without a cluster
+
+    #: the config's model (its pinned version, else the newest), for when no cluster view follows /version
+    configured: versions.KubernetesModel = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            model = self.config.kubernetes.model().model
+        except (versions.VersionError, versions.GateError):  # checked at load; an unpinned gate may not fit 1.37
+            model = versions.NEWEST_MODEL
+        object.__setattr__(self, "configured", model)
+
+    def kubernetes(self) -> versions.KubernetesModel:
+        """The Kubernetes model in use now: the cluster's (followed by the cluster view), else the config's."""
+        version = getattr(self.cluster, "version", None)
+        if version is not None:
+            return version.model
+        return self.configured
 
 
 class Checks(Protocol):
@@ -253,7 +272,8 @@ class CoreChecks:
         from gpuclaim.webhook.convert import convert_pod
 
         validate.validate_object(_WARM_CLAIM, operation="CREATE", namespace="default",
-                                 inventory=validate.OfflineInventory(), config=config)
+                                 inventory=validate.OfflineInventory(), config=config,
+                                 kubernetes=Context(config=config).kubernetes())
         convert_pod(_WARM_POD, config=self._without_cluster(config.conversion), device_classes=_NO_CLASSES,
                     namespace="default", own_namespace=self.own_namespace)
 
@@ -331,10 +351,10 @@ class CoreChecks:
                 from gpuclaim.webhook.convert import convert_pod
                 from gpuclaim.webhook.convert.cache import Entry
 
-                entry = Entry(await off_loop(functools.partial(
+                entry = Entry(await offload.off_loop(functools.partial(
                     convert_pod, request.object, config=conversion_config, device_classes=classes,
                     namespace_labels=labels, namespace=request.namespace or None, own_namespace=self.own_namespace)))
-                entry.derived["webhook"] = await off_loop(_Prepared.of, entry.conversion)
+                entry.derived["webhook"] = await offload.off_loop(_Prepared.of, entry.conversion)
             else:
                 entry = self.conversions.lookup(request.object, config=conversion_config, device_classes=classes,
                                                 namespace_labels=labels, namespace=request.namespace or None,
@@ -476,7 +496,9 @@ class CoreChecks:
         big = [e for e in found if e.size > budget.INLINE_BYTES]
         if not big:
             return None
-        modes: tuple[Any, ...] = ("new", "stored") if request.operation == "UPDATE" else ("new",)
+        kubernetes = ctx.kubernetes()
+        modes: tuple[Any, ...] = (kubernetes.cel_new, kubernetes.cel_stored) if request.operation == "UPDATE" \
+            else (kubernetes.cel_new,)
         stop = threading.Event()
         progress = [0]
         work = asyncio.get_running_loop().run_in_executor(
@@ -508,7 +530,8 @@ class CoreChecks:
         try:
             verdict = validate.validate_object(request.object, operation=request.operation,
                                                old_object=request.old_object, namespace=request.namespace or None,
-                                               inventory=inventory, config=ctx.config, check_selectors=first is None)
+                                               inventory=inventory, config=ctx.config, check_selectors=first is None,
+                                               kubernetes=ctx.kubernetes())
         except (RecursionError, OverflowError, MemoryError) as exc:
             # a hostile object, not a bug of ours: a field error, not an internal error with a traceback
             return Outcome(errors=(_too_big(exc),))
@@ -531,15 +554,6 @@ _WARM_POD: Mapping[str, Any] = {
     "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
-_BIG_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-async def off_loop(fn: Any, *args: Any) -> Any:
-    """`fn(*args)` in the worker thread for big bodies (pure work only: decoding, converting, encoding)."""
-    global _BIG_POOL
-    if _BIG_POOL is None:
-        _BIG_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuclaim-big-body")
-    return await asyncio.get_running_loop().run_in_executor(_BIG_POOL, fn, *args)
 
 
 def _compile_pool() -> concurrent.futures.ThreadPoolExecutor:

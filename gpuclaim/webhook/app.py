@@ -45,6 +45,7 @@ async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
         return
     from gpuclaim.kube.cache import ClusterCache, default_specs  # the kubernetes client costs import time
     from gpuclaim.kube.client import KubeClient
+    from gpuclaim.kube.version import ClusterVersion
 
     state = app[keys.STATE]
     config = state.context.config
@@ -55,7 +56,7 @@ async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
         specs = (*specs, _quota_watch())
     cache = ClusterCache(client, registry=app[keys.REGISTRY], backoff_initial=backoff.initial_seconds,
                          backoff_cap=backoff.cap_seconds, backoff_factor=backoff.factor, backoff_jitter=backoff.jitter,
-                         specs=specs)
+                         specs=specs, version=ClusterVersion(config.kubernetes, registry=app[keys.REGISTRY]))
     from gpuclaim.kube.mixed import MixedNodes
 
     mixed = MixedNodes(cache, config.conversion, policy=config.mixed_nodes)

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import hdrs, http_exceptions, web
 from aiohttp.web_protocol import RequestPayloadError
 
-from gpuclaim.serving import connections
+from gpuclaim.serving import connections, offload
 from gpuclaim.serving import run as serving
 from gpuclaim.webhook import admit, keys, review
 
@@ -69,13 +69,13 @@ async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Respons
         # a big body is decoded (and its answer encoded) in the worker thread: tens of ms of parsing on the event
         # loop would stall every other admission and probe (issue 14, finding 4); decoded in steps, since one
         # orjson call would hold the GIL, and so stop the loop, just as long
-        decoded, request_errors = ((await admit.off_loop(functools.partial(review.decode, body, stepwise=True)))
+        decoded, request_errors = ((await offload.off_loop(functools.partial(review.decode, body, stepwise=True)))
                                    if big else review.decode(body))
     except review.BadReview as exc:
         return _error(request, endpoint, 400, f"not an AdmissionReview this webhook can answer: {exc}", started)
     response, record = await admit.admit(endpoint, decoded, request_errors, checks=app[keys.CHECKS],
                                          ctx=app[keys.STATE].context, time_limit=app[keys.TIME_LIMIT])
-    payload = (await admit.off_loop(review.encode, response)) if big else review.encode(response)
+    payload = (await offload.off_loop(review.encode, response)) if big else review.encode(response)
     elapsed = time.perf_counter() - started
     app[keys.METRICS].observe(record, elapsed)
     if record.result != "allowed" or log.isEnabledFor(logging.DEBUG):

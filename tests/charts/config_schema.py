@@ -12,6 +12,7 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,6 +36,8 @@ def type_schema(tp: Any) -> dict[str, Any]:
         return {"enum": list(args)}
     if origin is tuple:
         return {"type": "array", "items": type_schema(args[0])}
+    if origin in (Mapping, dict):
+        return {"type": "object", "additionalProperties": type_schema(args[1])}
     if dataclasses.is_dataclass(tp):
         return dataclass_schema(tp)
     return dict(_SCALARS[tp])

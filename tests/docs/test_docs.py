@@ -27,7 +27,7 @@ import re
 import shlex
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -481,6 +481,8 @@ def file_form(value: Any) -> Any:
         return {config_module._camel(f.name): file_form(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple):
         return [file_form(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: file_form(v) for k, v in value.items()}
     return value
 
 
@@ -494,6 +496,8 @@ def type_name(tp: Any) -> str:
     if origin is tuple:
         inner = args[0]
         return "list of mapping" if dataclasses.is_dataclass(inner) else f"list of {type_name(inner)}"
+    if origin in (Mapping, dict):
+        return f"mapping of {type_name(args[0])} to {type_name(args[1])}"
     names = {bool: "bool", int: "int", float: "number", str: "string"}
     assert tp in names, f"config schema type {tp!r} has no name in the docs test"
     return names[tp]

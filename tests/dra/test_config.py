@@ -198,7 +198,8 @@ def test_several_errors_are_reported_at_once() -> None:
 def test_schema_description_lists_camel_case_keys() -> None:
     keys = cfg.config_keys()
     assert set(keys) == {"conversion", "validation", "webhook", "extender", "cluster", "certs", "gc", "quota",
-                         "mixedNodes", "logging", "schemas"}
+                         "mixedNodes", "logging", "kubernetes", "schemas"}
+    assert keys["kubernetes"] == {"version": "string", "featureGates": {"<name>": "bool"}}
     assert keys["gc"]["idleSeconds"] == "number"
     assert keys["webhook"]["maxBodyBytes"] == "int"
     assert keys["conversion"]["topology"]["mode"] == ["firstAvailable", "required", "off"]
@@ -256,3 +257,37 @@ def test_arbitrary_documents_never_raise_anything_but_config_error(data: dict[An
 def test_split_listen_gives_the_address_both_servers_bind(value: str, bound: tuple[str, int]) -> None:
     assert load_config({"extender": {"listen": value}}).extender.listen == value  # the config accepts it
     assert cfg.split_listen(value) == bound
+
+
+# --- kubernetes: the version and gates gpuclaim models (issue 24) ---
+
+
+def test_kubernetes_version_and_gates_load_into_a_model() -> None:
+    kube = load_config({"kubernetes": {"version": "v1.36.3", "featureGates": {"DRAConsumableCapacity": False}}})
+    resolved = kube.kubernetes.model("v1.37.2")  # a pinned version wins over the cluster's
+    assert resolved.model.name == "1.36" and not resolved.model.gate("DRAConsumableCapacity")
+    unpinned = load_config({}).kubernetes
+    assert unpinned.model("v1.35.4-eks-1").model.name == "1.35" and unpinned.model().model.name == "1.37"
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"version": "1.33"}, "kubernetes.version: Kubernetes 1.33 is not supported (supported: 1.34 to 1.37)"),
+    ({"version": "latest"}, "kubernetes.version: must be a Kubernetes version such as 1.37"),
+    ({"version": 1.36}, "kubernetes.version: expected a string, got float"),
+    ({"featureGates": {"DRAFoo": True}}, "kubernetes.featureGates.DRAFoo: feature gate 'DRAFoo' does not exist"),
+    ({"featureGates": {"DRAConsumableCapacity": "off"}},
+     "kubernetes.featureGates.DRAConsumableCapacity: expected a boolean, got str"),
+    ({"version": "1.35", "featureGates": {"DRADerivedAttributes": True}},
+     "kubernetes.featureGates.DRADerivedAttributes: feature gate 'DRADerivedAttributes' does not exist in "
+     "Kubernetes 1.35"),
+    ({"version": "1.37", "featureGates": {"DRAExtendedResource": False}},
+     "kubernetes.featureGates.DRAExtendedResource: feature gate 'DRAExtendedResource' is locked to true"),
+], ids=["too-old", "not-a-version", "a-number", "unknown-gate", "not-a-bool", "gate-of-a-later-version",
+        "locked-gate"])
+def test_a_bad_kubernetes_section_is_an_error_naming_the_key(section: dict[str, Any], message: str) -> None:
+    assert any(i.startswith(message) for i in issues({"kubernetes": section})), issues({"kubernetes": section})
+
+
+def test_an_unpinned_gate_is_accepted_when_some_supported_version_has_it() -> None:
+    # DRAExtendedResource is locked on only in 1.37: whether the cluster may turn it off depends on its version
+    assert load_config({"kubernetes": {"featureGates": {"DRAExtendedResource": False}}})

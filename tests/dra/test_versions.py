@@ -3,6 +3,9 @@ gated fields, KEP-5004 and quota names, each pinned to the reference's table for
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -239,3 +242,26 @@ def test_extended_resources_per_version() -> None:
     assert e37.locked and not e36.locked
     assert (e34.device_plugin_when, e35.device_plugin_when) == ("present", "nonzero")
     assert e36.implicit_class_names and not e35.implicit_class_names
+
+
+# -- the support matrix in docs/kubernetes-versions.md says what the model says --------------------------------
+
+
+def test_the_support_matrix_states_each_gates_default_as_the_model_has_it() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "kubernetes-versions.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("|") and re.search(r"\((DRA\w+)", line)]
+    checked = 0
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        gate = re.search(r"\((DRA\w+)", cells[0]).group(1)  # type: ignore[union-attr]
+        for minor, cell in zip(MINORS, cells[1:5], strict=True):
+            spec = gates.spec(gate, minor)
+            if cell == "–":
+                assert spec is None, (gate, minor)
+                continue
+            assert spec is not None, (gate, minor)
+            word = cell.split()[0].rstrip(",")
+            assert word in ("on", "off"), (gate, minor, cell)
+            assert (word == "on") is spec.default, (gate, minor, cell)
+            checked += 1
+    assert checked >= 30

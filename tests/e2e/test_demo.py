@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -116,7 +117,11 @@ def test_the_shared_pair_uses_the_same_device(demo: dict[str, Any]) -> None:
 def test_broken_claims_are_denied_with_their_reason(demo: dict[str, Any], key: str, fragment: str) -> None:
     w = _workload(demo["report"], key)
     assert w["admission"] == "denied" and w["httpStatus"] == 422
-    assert 'admission webhook "dra.validate.gpuclaim.io" denied the request' in w["message"]
+    if key == "bad-quantity":
+        # a selector that does not compile is the apiserver's own refusal, before any webhook (as on a real one)
+        assert w["message"].startswith('ResourceClaim.resource.k8s.io "big-memory" is invalid: ')
+    else:
+        assert 'admission webhook "dra.validate.gpuclaim.io" denied the request' in w["message"]
     assert fragment in w["message"]
 
 
@@ -207,3 +212,26 @@ def test_the_registrations_are_the_charts_current_rendering() -> None:
     assert inventory.registrations() == rendered
     extenders = yaml.safe_load(out["gpuclaim/templates/scheduler-extender-configmap.yaml"])["data"]["extenders.yaml"]
     assert inventory.extender_entries() == yaml.safe_load(extenders)["extenders"]
+
+
+def test_the_report_excerpt_in_docs_demo_md_is_the_demos_own_text(demo: dict[str, Any]) -> None:
+    """docs/demo.md shows an excerpt of the text report: apart from the `[...]` lines that mark what it leaves out,
+    each run of lines is a run of the report's own lines, in the report's order."""
+    from gpuclaim.demo.report import render
+
+    out = io.StringIO()
+    render(demo["report"], out)
+    report = [line.rstrip() for line in out.getvalue().splitlines()]
+    page = (REPO / "docs" / "demo.md").read_text(encoding="utf-8")
+    excerpt = page.split("```text\n", 1)[1].split("```", 1)[0].rstrip("\n").splitlines()
+    segments: list[list[str]] = [[]]
+    for line in excerpt:
+        if line == "[...]":
+            segments.append([])
+        else:
+            segments[-1].append(line.rstrip())
+    at = 0
+    for segment in filter(None, segments):
+        starts = [i for i in range(at, len(report) - len(segment) + 1) if report[i:i + len(segment)] == segment]
+        assert starts, f"not in the report (after line {at}): {segment}"
+        at = starts[0] + len(segment)

@@ -137,6 +137,27 @@ def test_all_mode_takes_every_matching_device_and_a_used_one_makes_the_node_unfi
     assert verdicts["used"].score is None and "do not fit" in verdicts["used"].reason
 
 
+def test_more_single_gpu_claims_than_free_gpus_fail_the_count_check_before_any_search() -> None:
+    # issue 22: 9 single-GPU claims on 8-GPU nodes ran the whole 200,000-step search on every node shape
+    objects = [fleet.pairs_node("free"), fleet.pairs_node("used"), *fleet.gpu_classes(),
+               fleet.allocated_claim("u", [("used", "gpu-3")]),
+               fleet.template("one", {"requests": [fleet.exact("gpu")]})]  # fmt: skip
+
+    def pod_of(claims: int) -> dict[str, Any]:
+        the_pod = fleet.pod("one")
+        the_pod["spec"]["resourceClaims"] = [{"name": f"c{i}", "resourceClaimTemplateName": "one"}
+                                             for i in range(claims)]  # fmt: skip
+        return the_pod
+
+    nine = score_all(objects, pod_of(9))
+    assert nine["free"].score is None
+    assert nine["free"].reason == ("the pod's claims do not fit on this node's free devices: they ask for at least 9, "
+                                   "it has 8")
+    eight = score_all(objects, pod_of(8))
+    assert len(eight["free"].devices) == 8 and eight["free"].score is not None
+    assert eight["used"].reason.endswith("they ask for at least 8, it has 7")
+
+
 def test_admin_access_sees_held_devices_and_does_not_count_as_using_them() -> None:
     objects = [fleet.pairs_node("n"), *fleet.gpu_classes(),
                fleet.allocated_claim("u", [("n", f"gpu-{i}") for i in range(8)]),
@@ -180,6 +201,21 @@ def test_the_nvlink_annotation_splits_a_node_into_groups() -> None:
     verdict = score_all(objects, fleet.pod("two"))["n"]
     assert verdict.devices == ("gpu.nvidia.com/n/gpu-0", "gpu.nvidia.com/n/gpu-1")
     assert verdict.strict["nvlink"] is False and "nvlink 0.00" in verdict.reason
+
+
+@pytest.mark.parametrize("form", ["bare", "qualified"])
+def test_an_nvlink_annotation_in_either_documented_form_forms_the_group(form: str) -> None:
+    def name(i: int) -> str:
+        return f"gpu-{i}" if form == "bare" else f"gpu.nvidia.com/n/gpu-{i}"
+
+    groups = ";".join(",".join(name(i) for i in group) for group in ((0, 1), (2, 3)))
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "annotations": {
+        CONFIG.nvlink_annotation: groups}}}
+    objects = [node, fleet.node_slice("n", [fleet.gpu(f"gpu-{i}", product="X") for i in range(4)]),
+               *fleet.gpu_classes(), fleet.template("two", {"requests": [fleet.exact("gpu", 2)]})]
+    verdict = score_all(objects, fleet.pod("two"))["n"]
+    assert verdict.devices == ("gpu.nvidia.com/n/gpu-0", "gpu.nvidia.com/n/gpu-1")
+    assert verdict.strict["nvlink"] is True and "nvlink 1.00" in verdict.reason
 
 
 def test_three_subrequests_give_three_bands() -> None:

@@ -66,8 +66,9 @@ def apiserver_verdict(kube: Kube, namespace: str, obj: dict) -> tuple[int, str]:
     return status, str(body.get("message", ""))
 
 
-def lint_verdicts(tmp: Path, namespace: str, objects: list[dict]) -> list[list[dict]]:
-    """`gpuclaim lint -o json` once over one file per object; each object's findings."""
+def lint_verdicts(tmp: Path, namespace: str, objects: list[dict], minor: str) -> list[list[dict]]:
+    """`gpuclaim lint -o json --kubernetes-version <minor>` once over one file per object; each object's
+    findings."""
     files = []
     for index, obj in enumerate(objects):
         files.append(tmp / f"object-{index}.yaml")
@@ -76,7 +77,8 @@ def lint_verdicts(tmp: Path, namespace: str, objects: list[dict]) -> list[list[d
     namespaces.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace",
                                           "metadata": {"name": namespace}}))
     done = subprocess.run([sys.executable, "-m", "gpuclaim", "lint", "-o", "json", "--namespaces", str(namespaces),
-                           *map(str, files)], capture_output=True, text=True, timeout=120, check=False, cwd=REPO)
+                           "--kubernetes-version", minor, *map(str, files)],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=REPO)
     assert done.returncode in (0, 1), done.stderr
     findings = orjson.loads(done.stdout)
     return [[f for f in findings if f["file"] == str(path)] for path in files]
@@ -96,7 +98,7 @@ def differences(kube: Kube, unhooked: str, tmp: Path, objects: list[dict]) -> tu
     """Per object None when the apiserver and lint agree, else what differs; and how many the apiserver refused."""
     out: list[str | None] = []
     refused = 0
-    for obj, findings in zip(objects, lint_verdicts(tmp, unhooked, objects), strict=True):
+    for obj, findings in zip(objects, lint_verdicts(tmp, unhooked, objects, kube.minor), strict=True):
         status, message = apiserver_verdict(kube, unhooked, obj)
         # admission-stage errors only: what lint knows the scheduler would refuse (driver schemas) the apiserver admits
         errors = [f"{f['field']}: {f['message']}" for f in findings

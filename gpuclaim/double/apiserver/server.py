@@ -14,7 +14,7 @@ from aiohttp import web
 
 from gpuclaim.double import tls as selfsigned
 from gpuclaim.double.apiserver import errors
-from gpuclaim.double.apiserver.app import FAULTS, STORE, Settings, create_app
+from gpuclaim.double.apiserver.app import FAULTS, SETTINGS, STORE, Settings, create_app
 from gpuclaim.double.apiserver.faults import Faults
 from gpuclaim.double.apiserver.resources import BY_KEY
 from gpuclaim.double.apiserver.store import Store
@@ -37,6 +37,10 @@ class RunningDouble:
     @property
     def faults(self) -> Faults:
         return self.app[FAULTS]
+
+    @property
+    def settings(self) -> Settings:
+        return self.app[SETTINGS]
 
     async def close(self) -> None:
         self.store.close_watches()

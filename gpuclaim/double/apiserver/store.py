@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuclaim.double.apiserver import defaults, errors, schemas
+from gpuclaim.double.apiserver import celcheck, defaults, errors, schemas
 from gpuclaim.double.apiserver.admission import Admission, AdmissionAttributes
 from gpuclaim.double.apiserver.resources import ResourceType
 
@@ -85,12 +85,16 @@ class Store:
         self.validate = validate
         # the hook point: every write passes mutating admission, then schema validation, then validating admission
         self.admission = admission
+        # the CEL environment the apiserver compiles new DRA selectors in (create_app sets it from the version
+        # the double plays); None: selectors are not compiled
+        self.new_expressions: Callable[[], Any] | None = None
         self._objects: dict[str, dict[tuple[str, str], Obj]] = collections.defaultdict(dict)
         self._history: collections.deque[Event] = collections.deque(maxlen=history_size)
         self._compacted_rv = 0
         self._watchers: set[Watcher] = set()
         for name in _DEFAULT_NAMESPACES:
-            self._put(_namespace_type(), "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
+            self._put(_namespace_type(), "", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": name, "creationTimestamp": _now(self.clock)},
                                               "status": {"phase": "Active"}})
 
     # ---- reads ---------------------------------------------------------------------------------------------
@@ -174,6 +178,9 @@ class Store:
             meta["generation"] = 1
         defaults.apply(rt.kind, obj)
         obj = await self._admit("CREATE", rt, namespace, obj, None, dry_run)
+        if rt.kind == "Pod":
+            # the pod strategy's PrepareForCreate; qosClass too there, which kubectl computes itself when absent
+            obj["status"] = {"phase": "Pending"}
         if self._key(rt, obj) in self._objects[rt.key]:
             raise errors.already_exists(rt.plural, meta["name"], rt.group)
         if dry_run:
@@ -203,6 +210,8 @@ class Store:
         new = copy.deepcopy(body)
         self._check_type(rt, new)
         meta = new.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.ApiError(400, "metadata: must be an object")
         if meta.get("name", name) != name:
             raise errors.ApiError(400, "the name of the object does not match the name on the URL")
         wanted_rv = meta.get("resourceVersion")
@@ -287,6 +296,13 @@ class Store:
         except schemas.SchemaError as exc:
             raise errors.invalid(rt.kind, obj["metadata"].get("name", ""), rt.group, exc.field, exc.message) from None
 
+    def _compile_selectors(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+        if self.new_expressions is None or rt.kind not in celcheck.KINDS or not self.validate:
+            return
+        found = celcheck.first_error(obj, old, self.new_expressions())
+        if found is not None:
+            raise errors.invalid(rt.kind, obj["metadata"].get("name", ""), rt.group, found[0], found[1])
+
     async def _admit(self, operation: str, rt: ResourceType, namespace: str, obj: Obj, old: Obj | None,
                      dry_run: bool) -> Obj:
         attrs = AdmissionAttributes(operation=operation, resource=rt, namespace=namespace if rt.namespaced else "",
@@ -295,6 +311,7 @@ class Store:
             attrs.obj = await self.admission.mutate(attrs)
         if operation != "DELETE":
             self._validate(rt, attrs.obj)
+            self._compile_selectors(rt, attrs.obj, old)
         if self.admission is not None:
             await self.admission.validate(attrs)
         return attrs.obj

@@ -41,6 +41,7 @@ class ExactRequest:
     path: Path  # ...requests[i].exactly or ...requests[i].firstAvailable[k]
     tolerations: tuple[Mapping[str, Any], ...] = ()  # alpha DRADeviceTaints, kept raw
     capacity: Mapping[str, Any] | None = None  # alpha DRAConsumableCapacity, kept raw
+    derived_attributes: tuple[Mapping[str, Any], ...] = ()  # 1.37 alpha DRADerivedAttributes, kept raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +150,8 @@ _DEVICES_FIELDS = frozenset({"requests", "constraints", "config"})
 _REQUEST_FIELDS = frozenset({"name", "exactly", "firstAvailable"})
 _V1BETA1_REQUEST_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations")
 _EXACT_FIELDS = frozenset(
-    {"deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations", "capacity"}
+    {"deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations", "capacity",
+     "derivedAttributes"}
 )
 _SUB_FIELDS = (_EXACT_FIELDS - {"adminAccess"}) | {"name"}
 _CONSTRAINT_FIELDS = frozenset({"requests", "matchAttribute", "distinctAttribute"})
@@ -320,6 +322,8 @@ def _parse_exact(raw: Mapping[str, Any], path: Path, r: Reader, *, name: str, re
     admin = False if sub else bool(r.boolean(raw, "adminAccess", path))
     tolerations = r.objects(raw, "tolerations", path, limit=names.DEVICE_TOLERATIONS_MAX_LENGTH)
     capacity = r.obj(raw, "capacity", path)
+    # whether this version has the field at all is the version model's business (validate/structure.py)
+    derived = r.objects(raw, "derivedAttributes", path, limit=names.DEVICE_DERIVED_ATTRIBUTES_MAX_SIZE)
     return ExactRequest(
         name=name,
         ref=ref,
@@ -331,6 +335,7 @@ def _parse_exact(raw: Mapping[str, Any], path: Path, r: Reader, *, name: str, re
         path=path,
         tolerations=tolerations,
         capacity=capacity,
+        derived_attributes=derived,
     )
 
 

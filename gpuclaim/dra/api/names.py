@@ -23,7 +23,10 @@ DEVICE_CONFIG_MAX_SIZE = 32
 DEVICE_SELECTORS_MAX_SIZE = 32
 FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE = 8
 DEVICE_TOLERATIONS_MAX_LENGTH = 16
-DEVICE_TAINTS_MAX_LENGTH = 4
+DEVICE_DERIVED_ATTRIBUTES_MAX_SIZE = 32  # 1.37
+# 4 in 1.34, 16 from 1.35: the parser takes the largest, because the inventory holds what the cluster's own
+# apiserver admitted; the limit of one version is `dra.versions` Limits', which `gpuclaim lint` applies
+DEVICE_TAINTS_MAX_LENGTH = 16
 CEL_SELECTOR_EXPRESSION_MAX_LENGTH = 10 * 1024
 OPAQUE_PARAMETERS_MAX_LENGTH = 10 * 1024
 RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE = 256

@@ -18,7 +18,7 @@ from gpuclaim.dra.cel.errors import CelCompileError, error_at
 
 _RELATIONAL = {"_<_": "<", "_<=_": "<=", "_>_": ">", "_>=_": ">="}
 _DEVICE_FIELDS = {"driver": t.STRING, "attributes": t.ATTRIBUTES, "capacity": t.CAPACITY}
-_TABLES = {lists: by_name(ext_lists=lists) for lists in (False, True)}
+_TABLES = {(lists, inc): by_name(ext_lists=lists, includes=inc) for lists in (False, True) for inc in (False, True)}
 
 
 @dataclass(slots=True)
@@ -54,7 +54,7 @@ class _Checker:
     def __init__(self, text: str, *, env: Environment) -> None:
         self.text = text
         self.ext_lists = env.ext_lists >= 3
-        self.table = _TABLES[self.ext_lists]
+        self.table = _TABLES[(self.ext_lists, env.includes)]
         self.device_fields = dict(_DEVICE_FIELDS)
         if env.allow_multiple_allocations:
             # StoredExpressions has the field even with DRAConsumableCapacity off (it evaluates to false).

@@ -430,7 +430,9 @@ class _Coster:
     def kubernetes_cost(self, e: ast.Call, oid: str) -> tuple[R, R | None] | None:
         """k8s.io/apiserver/pkg/cel/library CostEstimator.EstimateCallCost (without argument costs)."""
         name, target, args = e.function, e.target, e.args
-        if name in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf") and target is not None:
+        if name == "includes" and target is not None and not self.type(target).params:
+            return self.size_or_unknown(target), None  # a dyn target: up to n comparisons of cost 1
+        if name in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes") and target is not None:
             tt = self.type(target)
             if tt.params:
                 el = ONE

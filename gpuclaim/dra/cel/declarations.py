@@ -45,6 +45,7 @@ class Overload:
     params: tuple[Type, ...]  # the target first for member overloads
     result: Type
     ext_lists: bool = False
+    includes: bool = False  # k8s.io/apiserver library.Lists v1 / IncludesOption (see `by_name`)
     #: whether it has type parameters (instantiated with fresh type variables at each use)
     generic: bool = field(init=False, default=False)
 
@@ -59,8 +60,9 @@ def _g(name: str, oid: str, params: tuple[Type, ...], result: Type, *, ext_lists
     _ALL.append(Overload(oid, name, False, params, result, ext_lists))
 
 
-def _m(name: str, oid: str, params: tuple[Type, ...], result: Type, *, ext_lists: bool = False) -> None:
-    _ALL.append(Overload(oid, name, True, params, result, ext_lists))
+def _m(name: str, oid: str, params: tuple[Type, ...], result: Type, *, ext_lists: bool = False,
+       includes: bool = False) -> None:
+    _ALL.append(Overload(oid, name, True, params, result, ext_lists, includes))
 
 
 _NUM = {"int64": INT, "uint64": UINT, "double": DOUBLE}
@@ -258,11 +260,18 @@ for _t in _ORDERED:
 _g("lists.range", "lists_range", (INT,), list_of(INT), ext_lists=True)
 
 
-def by_name(*, ext_lists: bool) -> dict[tuple[str, bool], list[Overload]]:
-    """(function name, is member) -> overloads visible in an environment with or without ext.Lists v3."""
+# `<dyn>.includes(<dyn>)`: k8s.io/apiserver's library.Lists v1 (base environment at 1.37, so kube-scheduler 1.37's)
+# and DRA's IncludesOption for new expressions with DRAListTypeAttributes on (dynamic-resource-allocation 0.37
+# cel/compile.go); 0.36 had a DRA-local overload of the same meaning (dra_includes_dyn_dyn)
+_m("includes", "list_includes_dyn_dyn", (DYN, DYN), BOOL, includes=True)
+
+
+def by_name(*, ext_lists: bool, includes: bool = False) -> dict[tuple[str, bool], list[Overload]]:
+    """(function name, is member) -> overloads visible in an environment with or without ext.Lists v3 and
+    ``includes``."""
     table: dict[tuple[str, bool], list[Overload]] = defaultdict(list)
     for o in _ALL:
-        if ext_lists or not o.ext_lists:
+        if (ext_lists or not o.ext_lists) and (includes or not o.includes):
             table[(o.name, o.member)].append(o)
     return dict(table)
 

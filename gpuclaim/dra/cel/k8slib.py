@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from celpy.celtypes import UintType
 
 from gpuclaim.dra.cel import regex
+from gpuclaim.dra.cel.errors import CelRuntimeError
 from gpuclaim.dra.cel.stdlib import FUNCS as FUNCS  # the table with this library registered
 from gpuclaim.dra.cel.stdlib import _int, _str, impl
 from gpuclaim.dra.cel.timevalues import Duration, Timestamp
@@ -116,6 +117,20 @@ _COMPARABLE = frozenset({int, UintType, float, str, bytes, bool, Duration, Times
 def _comparable(items: list[Any] | tuple[Any, ...]) -> None:
     if any(type(x) not in _COMPARABLE for x in items):
         no_overload()
+
+
+@impl("includes", member=True)
+def _includes(target: object, arg: object) -> bool:
+    """library/lists.go includes: a list holds an element Equal to arg, or a scalar is Equal to it. Equal is
+    cel-go's ref.Val.Equal, which answers false (not an error) for values of other types."""
+    items = target if isinstance(target, list | tuple) else (target,)
+    for item in items:
+        try:
+            if equals(item, arg, top=False):
+                return True
+        except CelRuntimeError:
+            continue
+    return False
 
 
 @impl("isSorted", member=True)

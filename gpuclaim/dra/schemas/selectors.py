@@ -5,6 +5,11 @@ read (also ``["name"]``, ``.?name``, ``has(...)``, ``"name" in ...`` and through
 map), every comparison of such a read with a literal (``productName == 80``), the drivers named by
 ``device.driver == "..."``, and the reads the whole expression evaluates to (a bare ``...productName``, or the
 branches of ``c ? a : b``). Cached by expression text: the same selectors come back on every admission.
+
+A read is ``guarded`` when it cannot fail at run time for a missing name: it is a presence test or an optional
+read itself (``has(...)``, ``"name" in ...``, ``.?name``, ``[?"name"]``), or a presence test of the same name
+decides whether it is evaluated (``has(d.x) && d.x == 1``, ``!has(d.x) || ...``, ``has(d.x) ? d.x : 0``). CEL's
+``&&`` and ``||`` are commutative for errors (``error && false`` is false), so the test may stand on either side.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class Read:
     domain: str
     name: str
     pos: int
+    guarded: bool = False  # cannot fail at run time when the device lacks the name (see the module docstring)
 
     @property
     def qualified(self) -> str:
@@ -114,6 +120,32 @@ def _read(e: ast.Expr, aliases: Aliases) -> Read | None:
     return None
 
 
+_Present = frozenset[tuple[Kind, str, str]]  # (kind, domain, name) known to exist where an expression is evaluated
+_NONE: _Present = frozenset()
+
+
+def _optional(e: ast.Expr) -> bool:
+    """A read that is a presence test or an optional lookup: it never fails for a missing name."""
+    return (isinstance(e, ast.Select) and e.test_only) or (
+        isinstance(e, ast.Call) and e.function in ("@in", "_?._", "_[?_]"))
+
+
+def _present_if(e: ast.Expr, aliases: Aliases, outcome: bool) -> _Present:
+    """The names ``e`` proves present when it evaluates to ``outcome``."""
+    if isinstance(e, ast.Call) and e.function == "!_" and len(e.args) == 1:
+        return _present_if(e.args[0], aliases, not outcome)
+    if isinstance(e, ast.Call) and e.function in ("_&&_", "_||_") and len(e.args) == 2:
+        left, right = (_present_if(a, aliases, outcome) for a in e.args)
+        # a && b true: both true; a || b false: both false. Otherwise only what both sides prove.
+        return left | right if (e.function == "_&&_") == outcome else left & right
+    if not outcome:
+        return _NONE
+    if isinstance(e, ast.Call) and e.function == "hasValue" and e.target is not None and not e.args:
+        e = e.target  # `.?name.hasValue()`
+    read = _read(e, aliases) if _optional(e) else None
+    return frozenset({(read.kind, read.domain, read.name)}) if read is not None else _NONE
+
+
 def _literal(e: ast.Expr) -> tuple[str, object] | None:
     if isinstance(e, ast.Const):
         return ("null" if e.kind == "null" else e.kind), e.value
@@ -154,24 +186,39 @@ class _Walker:
         self.comparisons: list[Comparison] = []
         self.drivers: list[str] = []
 
-    def walk(self, e: ast.Expr, aliases: Aliases) -> None:
+    def walk(self, e: ast.Expr, aliases: Aliases, present: _Present = _NONE) -> None:
         read = _read(e, aliases)
         if read is not None:
-            self.reads.append(read)  # what is inside is the domain map and the name literal
+            guarded = _optional(e) or (read.kind, read.domain, read.name) in present
+            # what is inside is the domain map and the name literal
+            self.reads.append(Read(read.kind, read.domain, read.name, read.pos, guarded))
             return
         if isinstance(e, ast.Call) and e.function in _OPS and len(e.args) == 2:
             self._comparison(_OPS[e.function], e.args[0], e.args[1], aliases)
+        if isinstance(e, ast.Call) and e.function in ("_&&_", "_||_") and len(e.args) == 2:
+            # the other side's outcome that lets this side decide the result: true for &&, false for ||
+            proves = e.function == "_&&_"
+            left, right = e.args
+            self.walk(left, aliases, present | _present_if(right, aliases, proves))
+            self.walk(right, aliases, present | _present_if(left, aliases, proves))
+            return
+        if isinstance(e, ast.Call) and e.function == "_?_:_" and len(e.args) == 3:
+            cond, yes, no = e.args
+            self.walk(cond, aliases, present)
+            self.walk(yes, aliases, present | _present_if(cond, aliases, True))
+            self.walk(no, aliases, present | _present_if(cond, aliases, False))
+            return
         if isinstance(e, ast.Comprehension):
-            self.walk(e.iter_range, aliases)
+            self.walk(e.iter_range, aliases, present)
             inner = _bind(e, aliases)
             if e.macro == "bind" and (_domain(e.accu_init, aliases) or _kind_map(e.accu_init, aliases)):
-                self.walk(e.result, inner)
+                self.walk(e.result, inner, present)
                 return
             for part in (e.accu_init, e.loop_cond, e.loop_step, e.result):
-                self.walk(part, inner)
+                self.walk(part, inner, present)
             return
         for child in ast.children(e):
-            self.walk(child, aliases)
+            self.walk(child, aliases, present)
 
     def _comparison(self, op: str, left: ast.Expr, right: ast.Expr, aliases: Aliases) -> None:
         for a, b, o in ((left, right, op), (right, left, _FLIP[op])):

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 from gpuclaim.dra.cel.environment import Environment
 from gpuclaim.dra.versions import facts, gates
+from gpuclaim.dra.versions.gates import GateSpec
 
 OLDEST = 34
 NEWEST = 37
@@ -99,7 +101,8 @@ class KubernetesModel:
     """Kubernetes 1.``version.minor`` with ``gates`` in effect (defaults plus ``overrides``).
 
     Two models are equal (and hash alike) when their minor and effective gates are: a cache keyed by the model
-    holds one entry for 1.37.1 and 1.37.2.
+    holds one entry for 1.37.1 and 1.37.2. Derived answers are computed once per model (the webhook asks for
+    the CEL environments on every admission).
     """
 
     version: KubeVersion
@@ -129,13 +132,17 @@ class KubernetesModel:
         """Whether gate ``name`` is on; a gate this version does not know is off."""
         return self.gates.get(name, False)
 
+    def gate_spec(self, name: str) -> GateSpec | None:
+        """The gate's stage in this version (None: no such gate)."""
+        return gates.spec(name, self.minor)
+
     def with_gates(self, overrides: Mapping[str, bool]) -> KubernetesModel:
         """A derived model with these gates set (on top of this model's overrides)."""
         return model_for(self.version, feature_gates={**self.overrides, **overrides})
 
     # -- the allocator ----------------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def allocator(self) -> Allocator:
         features = facts.allocator_features(self.minor, self.gates)
         impl = facts.pick_allocator(self.minor, features)
@@ -147,7 +154,7 @@ class KubernetesModel:
 
     # -- CEL --------------------------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def cel_new(self) -> Environment:
         """kube-apiserver's environment for a new or changed selector: the libraries of the previous minor
         (``DefaultCompatibilityVersion()`` = min-compatibility = binary - 1, AS37/pkg/cel/environment/base.go:49-55),
@@ -166,7 +173,7 @@ class KubernetesModel:
             list_attributes=lists_types,
         )
 
-    @property
+    @cached_property
     def cel_stored(self) -> Environment:
         """kube-scheduler's environment: every library of the binary, gates ignored for declarations
         (AS36/pkg/cel/environment/environment.go:183: "The StoredExpressions environment ignores this function")."""
@@ -198,10 +205,10 @@ class KubernetesModel:
 
     # -- KEP-5004 and quota ---------------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def extended_resources(self) -> ExtendedResources:
         on = self.gate("DRAExtendedResource")
-        spec = gates.spec("DRAExtendedResource", self.minor)
+        spec = self.gate_spec("DRAExtendedResource")
         return ExtendedResources(
             scheduler_claims=on,
             locked=spec is not None and spec.locked,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from gpuclaim.dra import api
+from gpuclaim.dra import api, versions
 from gpuclaim.dra.config import Config
 from gpuclaim.dra.fieldpath import FieldError, Path
 
@@ -28,9 +28,12 @@ CHECKED_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Pod")
 def validate_object(
     obj: object, *, operation: Operation | str, old_object: object = None, namespace: str | None = None,
     inventory: Inventory, config: Config, lint: bool = False, check_selectors: bool = True,
+    kubernetes: versions.KubernetesModel = versions.NEWEST_MODEL,
 ) -> Verdict:
-    """``lint``: report what the driver schemas show the scheduler would refuse as errors (``gpuclaim lint``);
-    the webhook reports them as warnings, because kube-apiserver accepts those objects.
+    """``kubernetes``: the version whose CEL environments, gated fields and limits apply.
+    ``lint``: no kube-apiserver validated the object first (``gpuclaim lint``): what it would refuse (a selector
+    that does not compile, an unknown field) is an error, and so is what the driver schemas show the scheduler
+    would refuse; the webhook reports those as warnings, because kube-apiserver admitted the object.
     ``check_selectors`` False: nothing that compiles or parses CEL runs (no selector check, dry-run or driver-schema
     check), for an object whose selectors are past the webhook's compile budget; the rest is checked."""
     findings = Findings()
@@ -42,6 +45,9 @@ def validate_object(
     if kind == "Pod":
         if operation == "CREATE":
             _pod(obj, namespace, inventory, config, findings)
+        return findings.verdict()
+    if kind == "ResourceSlice" and lint:
+        _resource_slice(obj, kubernetes, findings)
         return findings.verdict()
     if kind not in CHECKED_KINDS or operation not in ("CREATE", "UPDATE"):
         return findings.verdict()
@@ -57,15 +63,26 @@ def validate_object(
         return findings.verdict()
     if isinstance(model, api.DeviceClass):
         stored = old is not None and _selectors(old) == _selectors(converted)
-        _device_class(model, errors, stored, inventory, config, findings, lint, check_selectors)
+        _device_class(model, errors, stored, inventory, config, findings, lint, check_selectors, kubernetes)
     elif isinstance(model, api.ResourceClaim | api.ResourceClaimTemplate):
         unchanged = structure.check_immutable(converted, old, findings)
         check_claim_spec(
             model.spec, parse_errors=errors, namespace=namespace_of(converted, namespace), unchanged=unchanged,
             inventory=inventory, settings=config.validation, findings=findings,
             schema_check=_schema_check(config, inventory, lint), check_selectors=check_selectors,
+            kubernetes=kubernetes, lint=lint,
         )
     return findings.verdict()
+
+
+def _resource_slice(obj: Mapping[str, Any], kubernetes: versions.KubernetesModel, findings: Findings) -> None:
+    converted, note = structure.to_v1(obj)
+    if note is not None:
+        findings.warn(Path.root("apiVersion"), note)
+    model, errors = api.parse_object(converted)
+    findings.deny_all(errors)
+    if isinstance(model, api.ResourceSlice):
+        structure.check_slice(model, findings, kubernetes=kubernetes)
 
 
 def _schema_check(config: Config, inventory: Inventory, lint: bool) -> schemas.SchemaCheck:
@@ -74,16 +91,18 @@ def _schema_check(config: Config, inventory: Inventory, lint: bool) -> schemas.S
 
 def _device_class(
     model: api.DeviceClass, errors: list[FieldError], stored: bool, inventory: Inventory, config: Config,
-    findings: Findings, lint: bool, check_selectors: bool,
+    findings: Findings, lint: bool, check_selectors: bool, kubernetes: versions.KubernetesModel,
 ) -> None:
     """``stored``: an UPDATE that left the selectors byte-identical, compiled as the apiserver does then."""
-    structure.check_gated_class(model, findings)
+    structure.check_gated_class(model, findings, kubernetes=kubernetes, lint=lint)
     if not check_selectors:
         return
-    compiled = selectors.compile_all(model.selectors, mode="stored" if stored else "new", findings=findings,
-                                     already=errors)
+    env = kubernetes.cel_stored if stored else kubernetes.cel_new
+    compiled = selectors.compile_all(model.selectors, env=env, findings=findings, lint=lint, already=errors)
     if stored or errors or findings.denials:
         return  # selectors unchanged: they were judged when they were written (and devices may have changed)
+    if None in compiled:
+        return  # a selector gpuclaim could not compile: a dry-run without it would judge other devices
     index = inventory.devices()
     if isinstance(index, DeviceIndex):
         settings = config.validation

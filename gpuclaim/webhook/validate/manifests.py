@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gpuclaim.dra import versions
 from gpuclaim.dra.config import Config
 from gpuclaim.dra.fieldpath import Path
 
@@ -31,11 +32,13 @@ WORKLOAD_TEMPLATES: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def validate_manifest(obj: object, *, inventory: Inventory, config: Config) -> Verdict:
+def validate_manifest(obj: object, *, inventory: Inventory, config: Config,
+                      kubernetes: versions.KubernetesModel = versions.NEWEST_MODEL) -> Verdict:
     kind = obj.get("kind") if isinstance(obj, Mapping) else None
     steps = WORKLOAD_TEMPLATES.get(kind) if isinstance(kind, str) else None
     if steps is None:
-        return validate_object(obj, operation="CREATE", inventory=inventory, config=config, lint=True)
+        return validate_object(obj, operation="CREATE", inventory=inventory, config=config, lint=True,
+                               kubernetes=kubernetes)
     assert isinstance(obj, Mapping)
     findings = Findings()
     template: object = obj

@@ -101,10 +101,12 @@ class _Checker:
         return self.check.registry.standard
 
     def entries(self, kind: Literal["attribute", "capacity"], domain: str, name: str, drivers: list[str],
-                path: Path, value: object, what: str, device_types: frozenset[str] = frozenset()
-                ) -> tuple[Schema | None, list[Entry]]:
+                path: Path, value: object, what: str, device_types: frozenset[str] = frozenset(),
+                guarded: bool = False) -> tuple[Schema | None, list[Entry]]:
         """Report an unknown name (error), one the request's device types do not carry or only some releases
-        publish (warnings); return the entries. ``device_types``: the types the selectors pin, if any."""
+        publish (warnings); return the entries. ``device_types``: the types the selectors pin, if any.
+        ``guarded``: the selector reads the name behind a presence test or optionally, so devices without it
+        cannot make it fail: only some releases publishing it is then no finding."""
         schema = self.schema_for(domain, drivers)
         if schema is None:
             return None, []
@@ -125,7 +127,7 @@ class _Checker:
                 return schema, found
         existing = schema.releases_with(types) if types else frozenset(schema.releases)
         releases = schema.releases_of(narrowed) & existing
-        if schema.releases and len(releases) < len(existing):
+        if schema.releases and len(releases) < len(existing) and not guarded:
             published = [r for r in schema.releases if r in releases]
             missing = [r for r in schema.releases if r in existing and r not in releases]
             notes = sorted({e.note for e in narrowed if e.note})
@@ -166,7 +168,7 @@ class _Checker:
         types: dict[Read, str | None] = {}
         for read in dict.fromkeys(f.reads):
             _, found = self.entries(read.kind, read.domain, read.name, drivers, selector.path,
-                                    selector.expression, read.kind, device_types)
+                                    selector.expression, read.kind, device_types, guarded=read.guarded)
             kinds = {e.type for e in found}
             types[read] = kinds.pop() if len(kinds) == 1 else None
         for comparison in f.comparisons:

@@ -1,9 +1,13 @@
 """Compile every CEL selector as kube-apiserver does, and report what it would refuse at the selector's path.
 
-``new`` mode for created or changed expressions (the NewExpressions environment of a 1.34 apiserver),
-``stored`` mode for expressions already in the cluster (what the scheduler evaluates). The field error
-types are the apiserver's: Invalid for a compile error, Forbidden for the cost limit, TooLong for the
-length; the detail keeps the engine's ``<input>:line:column`` and caret lines and adds gpuclaim's hint.
+The environment is the Kubernetes version's (``dra.versions``): its apiserver's new-expression environment for
+created or changed expressions, the scheduler's stored one for expressions already in the cluster.
+
+``gpuclaim lint`` has no apiserver in front of it: a compile error is an error there, with the apiserver's field
+error types (Invalid for a compile error, Forbidden for the cost limit, TooLong for the length; the detail keeps
+the engine's ``<input>:line:column`` and caret lines and adds gpuclaim's hint). The validating webhook runs after
+kube-apiserver validated the object, CEL compile included: a selector gpuclaim cannot compile was admitted by
+the apiserver, so gpuclaim's model is behind, and the webhook admits it with a warning saying it was not checked.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from gpuclaim.dra.fieldpath import ErrorType, FieldError
 from .budget import compile_guarded
 from .verdict import Findings
 
-__all__ = ["compile_all", "compile_error"]
+__all__ = ["compile_all", "compile_error", "not_checked"]
 
 
 def compile_error(selector: Selector, err: cel.CelCompileError) -> FieldError:
@@ -31,10 +35,19 @@ def compile_error(selector: Selector, err: cel.CelCompileError) -> FieldError:
     return FieldError.invalid(selector.path, selector.expression, detail)
 
 
+def not_checked(err: cel.CelCompileError, env: cel.Environment) -> str:
+    first = err.message.splitlines()[0] if err.message else err.kind
+    return (f"not checked: kube-apiserver admitted this selector, but gpuclaim's model of the {env.label} does not "
+            f"compile it ({first}); gpuclaim is behind the cluster here (is kubernetes.version right?), so neither "
+            "its devices nor its driver attributes were checked")
+
+
 def compile_all(
-    selectors: Iterable[Selector], *, mode: cel.Mode, findings: Findings, already: Iterable[FieldError] = ()
+    selectors: Iterable[Selector], *, env: cel.Environment, findings: Findings, lint: bool,
+    already: Iterable[FieldError] = (),
 ) -> list[cel.CompiledSelector | None]:
-    """Compile each selector; a failure is denied at its path (unless the parser already reported a TooLong there).
+    """Compile each selector in ``env``; a failure is denied at its path with ``lint`` (unless the parser already
+    reported a TooLong there), else a warning that the selector was not checked.
 
     Returns the compiled selectors in order, None where compilation failed.
     """
@@ -42,9 +55,13 @@ def compile_all(
     out: list[cel.CompiledSelector | None] = []
     for selector in selectors:
         try:
-            out.append(compile_guarded(selector.expression, mode=mode))
+            out.append(compile_guarded(selector.expression, mode=env))
         except cel.CelCompileError as err:
             out.append(None)
-            if not (err.kind == "too_long" and selector.path in too_long):
+            if err.kind == "too_long" and selector.path in too_long:
+                continue
+            if lint:
                 findings.deny(compile_error(selector, err))
+            else:
+                findings.warn(selector.path, not_checked(err, env))
     return out

@@ -3,8 +3,11 @@
 - Objects written for ``resource.k8s.io/v1beta1`` / ``v1beta2`` (``gpuclaim lint`` of older manifests) are
   converted to v1 the way the apiserver converts them (v1beta1 requests get their ``exactly`` wrapper, slice
   devices lose ``basic``) and checked as v1, with a warning naming the version. The webhook always receives v1.
-- Alpha fields (off by default in 1.34) are accepted with a warning naming the feature gate: the apiserver
-  silently drops them unless the cluster enables the gate, and gpuclaim cannot see the cluster's gates.
+- Gated fields are judged for the Kubernetes version in use (``dra.versions``): where that version's gate is off
+  the apiserver silently drops the field, which gets a warning naming the gate; where the gate is on (1.36+ for
+  capacity, distinctAttribute, tolerations, extendedResourceName) nothing is said. A field the version does not
+  have at all (derivedAttributes before 1.37) is an error in ``gpuclaim lint`` (strict field validation refuses
+  it) and only a warning in the webhook, which never refuses what kube-apiserver admitted.
 - ResourceClaim and ResourceClaimTemplate specs are immutable: an UPDATE that changes them is denied with
   the apiserver's ``field is immutable``.
 """
@@ -15,12 +18,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from gpuclaim.dra import api
+from gpuclaim.dra import api, versions
 from gpuclaim.dra.fieldpath import FieldError, Path
 
 from .verdict import Findings
 
-__all__ = ["check_gated", "check_gated_class", "check_immutable", "to_v1"]
+__all__ = ["check_gated", "check_gated_class", "check_immutable", "check_slice", "to_v1"]
 
 _OLDER = ("resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2")
 _V1BETA1_EXACT = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations", "capacity")
@@ -42,7 +45,7 @@ def to_v1(obj: object) -> tuple[object, str | None]:
             _wrap_requests(inner.get("spec") if isinstance(inner, dict) else None)
         elif kind == "ResourceSlice":
             _unwrap_basic(converted.get("spec"))
-    note = (f"written for resource.k8s.io/{version}, which Kubernetes 1.34 deprecates (served only where the "
+    note = (f"written for resource.k8s.io/{version}, which Kubernetes deprecates since 1.34 (served only where the "
             "cluster still enables it); checked as its resource.k8s.io/v1 conversion")
     return converted, note
 
@@ -63,30 +66,106 @@ def _unwrap_basic(spec: object) -> None:
             device.update(device.pop("basic"))
 
 
-def _gate(name: str, consequence: str = "the apiserver drops this field") -> str:
-    return (f"uses the alpha feature {name} (off by default in Kubernetes 1.34): unless the cluster enables "
-            f"that feature gate, {consequence}")
+def _gated(kubernetes: versions.KubernetesModel, kind: str, field: str, path: Path, findings: Findings, *,
+           lint: bool, dropped: str = "the apiserver drops this field") -> str:
+    """Report a gated field as ``kubernetes`` treats it; returns its state ("kept", "dropped", "unknown")."""
+    state = kubernetes.field_state(kind, field)
+    entry = kubernetes.gated_field(kind, field)
+    if state == "kept" or entry is None:
+        return state
+    if state == "unknown":
+        detail = (f"unknown field: resource.k8s.io/v1 has it from Kubernetes 1.{entry.since} ({entry.gate}); "
+                  f"Kubernetes {kubernetes.name} refuses it (strict field validation) or drops it")
+        if lint:
+            findings.deny(FieldError.forbidden(path, detail))
+        else:
+            findings.warn(path, detail)
+        return state
+    spec = kubernetes.gate_spec(entry.gate)
+    stage = spec.stage if spec is not None else "alpha"
+    where = "off in this configuration" if kubernetes.overrides.get(entry.gate) is False else \
+        f"off by default in Kubernetes {kubernetes.name}"
+    findings.warn(path, f"needs the feature gate {entry.gate} ({stage}, {where}): unless the cluster enables it, "
+                        f"{dropped}")
+    return state
 
 
-def check_gated(spec: api.DeviceClaim, findings: Findings) -> None:
+def check_gated(spec: api.DeviceClaim, findings: Findings, *, kubernetes: versions.KubernetesModel,
+                lint: bool = False) -> None:
     for request in spec.requests:
+        if request.first_available:
+            _gated(kubernetes, "ResourceClaim", "requests[].firstAvailable", request.path.child("firstAvailable"),
+                   findings, lint=lint)
         for alt in request.alternatives:
-            if alt.tolerations:
-                findings.warn(alt.path.child("tolerations"), _gate("DRADeviceTaints"))
-            if alt.capacity is not None:
-                findings.warn(alt.path.child("capacity"), _gate("DRAConsumableCapacity"))
+            if alt.admin_access:
+                _gated(kubernetes, "ResourceClaim", "requests[].exactly.adminAccess", alt.path.child("adminAccess"),
+                       findings, lint=lint)
+            for field, present in (("tolerations", alt.tolerations), ("capacity", alt.capacity is not None),
+                                   ("derivedAttributes", alt.derived_attributes)):
+                if present:
+                    _gated(kubernetes, "ResourceClaim", f"requests[].*.{field}", alt.path.child(field), findings,
+                           lint=lint)
     for constraint in spec.constraints:
-        if constraint.distinct_attribute is not None:
-            findings.warn(
-                constraint.path.child("distinctAttribute"),
-                _gate("DRAConsumableCapacity", "the apiserver drops this field and then refuses the constraint "
-                      "(matchAttribute: Required value)"),
-            )
+        if constraint.distinct_attribute is None:
+            continue
+        path = constraint.path.child("distinctAttribute")
+        if kubernetes.minor == 34:
+            # 1.34's drop is a no-op (pkg/registry/resource/resourceclaim/strategy.go:453-455 sets the field on the
+            # range copy): the apiserver stores the field, and a scheduler with the gate off ignores it
+            dropped = "the scheduler ignores this field (a 1.34 apiserver stores it anyway)"
+        else:
+            dropped = "the apiserver drops this field and then refuses the constraint (matchAttribute: Required value)"
+        state = _gated(kubernetes, "ResourceClaim", "constraints[].distinctAttribute", path, findings, lint=lint,
+                       dropped=dropped)
+        if lint and state == "dropped" and kubernetes.minor >= 35 and constraint.match_attribute is None:
+            findings.deny(FieldError.required(constraint.path.child("matchAttribute"),
+                                              "distinctAttribute is dropped with DRAConsumableCapacity off"))
 
 
-def check_gated_class(device_class: api.DeviceClass, findings: Findings) -> None:
+def check_gated_class(device_class: api.DeviceClass, findings: Findings, *, kubernetes: versions.KubernetesModel,
+                      lint: bool = False) -> None:
     if device_class.extended_resource_name is not None:
-        findings.warn(Path.root("spec", "extendedResourceName"), _gate("DRAExtendedResource"))
+        _gated(kubernetes, "DeviceClass", "spec.extendedResourceName", Path.root("spec", "extendedResourceName"),
+               findings, lint=lint)
+
+
+def check_slice(resource_slice: api.ResourceSlice, findings: Findings, *,
+                kubernetes: versions.KubernetesModel) -> None:
+    """``gpuclaim lint`` of a ResourceSlice (no webhook is registered for slices): the version's limits and the
+    fields its gates drop."""
+    limits = kubernetes.limits
+    spec = Path.root("spec")
+    if resource_slice.shared_counters and resource_slice.devices and not limits.counters_and_devices_in_one_slice:
+        findings.deny(FieldError.forbidden(spec.child("sharedCounters"), (
+            f"only one of sharedCounters or devices is allowed in Kubernetes {kubernetes.name} (from 1.35 the "
+            "counters go in a slice of their own: remove 1.34-layout slices before upgrading)")))
+    if len(resource_slice.shared_counters) > limits.counter_sets:
+        findings.deny(FieldError.too_many(spec.child("sharedCounters"), len(resource_slice.shared_counters),
+                                          limits.counter_sets))
+    advanced = 0
+    for i, device in enumerate(resource_slice.devices):
+        path = spec.child("devices").index(i)
+        if len(device.taints) > limits.device_taints:
+            findings.deny(FieldError.too_many(path.child("taints"), len(device.taints), limits.device_taints))
+        if limits.counter_consumptions_per_device is not None and \
+                len(device.consumes_counters) > limits.counter_consumptions_per_device:
+            findings.deny(FieldError.too_many(path.child("consumesCounters"), len(device.consumes_counters),
+                                              limits.counter_consumptions_per_device))
+        advanced += bool(device.taints or device.consumes_counters)
+        for field, present in (("taints", device.taints), ("consumesCounters", device.consumes_counters),
+                               ("bindingConditions", device.binding_conditions),
+                               ("allowMultipleAllocations", device.allow_multiple_allocations)):
+            if present:
+                _gated(kubernetes, "ResourceSlice", f"devices[].{field}", path.child(field), findings, lint=True)
+    if limits.slice_devices_advanced is not None and advanced and \
+            len(resource_slice.devices) > limits.slice_devices_advanced:
+        findings.deny(FieldError.too_many(spec.child("devices"), len(resource_slice.devices),
+                                          limits.slice_devices_advanced))
+    if resource_slice.shared_counters:
+        _gated(kubernetes, "ResourceSlice", "spec.sharedCounters", spec.child("sharedCounters"), findings, lint=True)
+    if resource_slice.per_device_node_selection:
+        _gated(kubernetes, "ResourceSlice", "spec.perDeviceNodeSelection", spec.child("perDeviceNodeSelection"),
+               findings, lint=True)
 
 
 def _short(value: object) -> str:

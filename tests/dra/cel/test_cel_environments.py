@@ -77,3 +77,20 @@ def test_environments_only_grow_with_the_version_and_the_scheduler_takes_what_th
     stored = [compiles(expression, versions.model_for(m).cel_stored) for m in MINORS]
     assert new == sorted(new)  # once accepted, accepted by every later version at default gates
     assert all(s or not n for n, s in zip(new, stored, strict=True))
+
+
+def test_includes_is_in_the_1_37_scheduler_and_in_new_selectors_only_with_list_type_attributes() -> None:
+    expression = "device.driver.includes('gpu.nvidia.com') && [1, 2].includes(2)"
+    assert not any(compiles(expression, versions.model_for(m).cel_new) for m in MINORS)
+    assert [compiles(expression, versions.model_for(m).cel_stored) for m in MINORS] == [False, False, True, True]
+    gated = versions.model_for(37, feature_gates={"DRAListTypeAttributes": True}).cel_new
+    assert cel.compile_selector(expression, mode=gated).value(cel.PlainDevice(driver="gpu.nvidia.com")) is True
+
+
+@pytest.mark.parametrize(("expression", "value"), [
+    ("[1, 2, 3].includes(2)", True), ("[1, 2, 3].includes(4)", False), ("'model-a'.includes('model-a')", True),
+    ("'model-a'.includes('model-b')", False), ("[1, 2].includes(2.0)", True), ("[quantity('1')].includes(1)", False),
+    ("[[1], [2]].includes([2])", True), ("(1).includes('1')", False),
+])  # the first four are library/lists.go's documented examples
+def test_includes_compares_as_cel_go_equal(expression: str, value: bool) -> None:
+    assert cel.compile_selector(expression, mode=versions.model_for(37).cel_stored).value(None) is value

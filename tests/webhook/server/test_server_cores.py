@@ -1,6 +1,7 @@
 """The server with the real cores (conversion and validation) and the cluster view of the API double, in
-process over TLS: dryRun creates nothing, a real admission creates the template the patch references, and a
-selector the apiserver would take but that can never work is denied with its field path."""
+process over TLS: dryRun creates nothing, a real admission creates the template the patch references, a
+selector gpuclaim cannot compile is admitted with a warning at its field path (the apiserver compiled it first),
+and the Kubernetes version is read from /version and followed across a relist."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import kubernetes_validate
 import orjson
 import pytest
 import yaml
+from eventually import eventually
 from server_helpers import FIXTURES, Server, client_ssl, make_config, pod_review, reloader_for, start
 
 from gpuclaim.double import tls as selfsigned
@@ -123,13 +125,43 @@ def _claim_review(expression: str) -> dict[str, Any]:
     return doc
 
 
-async def test_validate_denies_a_quantity_comparison_with_its_field_path(live: Server) -> None:
+async def test_validate_admits_a_selector_it_cannot_compile_with_a_warning_at_its_field_path(live: Server) -> None:
+    # kube-apiserver compiles selectors before any webhook runs: one gpuclaim cannot compile was admitted there
     status, body = await live.post("/validate", _claim_review(
         'device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")'))
     response = body["response"]
-    assert status == 200 and response["allowed"] is False
-    assert response["status"]["message"].startswith("spec.devices.requests[0].exactly.selectors[0].cel.expression")
-    assert "compareTo" in response["status"]["message"]
+    assert status == 200 and response["allowed"] is True
+    [warning] = response["warnings"]
+    assert warning.startswith("spec.devices.requests[0].exactly.selectors[0].cel.expression: not checked: ")
+
+
+async def test_the_kubernetes_version_is_read_from_the_cluster_and_followed_after_a_relist(
+        live: Server, double: RunningDouble) -> None:
+    registry = live.app[keys.REGISTRY]
+    state = live.app[keys.STATE]
+
+    def modelled(name: str) -> bool:
+        return registry.get_sample_value("gpuclaim_kubernetes_version_info", {
+            "model": name, "cluster": double.settings.git_version, "source": "cluster"}) == 1.0
+
+    def relist_at(git_version: str) -> None:
+        """The control plane changes version: its watches answer 410 and gpuclaim relists."""
+        double.settings.git_version = git_version
+        double.faults.add(Fault(kind="status", verbs=frozenset({"watch"}), resources=frozenset({"nodes"}),
+                                code=410, times=1))
+        double.store.close_watches()
+
+    sort = "[2, 1].sort()[0] == 1"  # ext.Lists v3: new selectors have it from 1.35
+    await eventually(lambda: modelled("1.37"))  # the double plays the newest minor
+    relist_at("v1.34.4")
+    await eventually(lambda: modelled("1.34"), within=10.0)
+    _, body = await live.post("/validate", _claim_review(sort))
+    assert "not checked" in body["response"]["warnings"][0]
+    relist_at("v1.37.2")  # upgraded
+    await eventually(lambda: modelled("1.37"), within=10.0)
+    assert state.context.kubernetes().name == "1.37"
+    _, body = await live.post("/validate", _claim_review(sort))
+    assert body["response"]["allowed"] is True and "warnings" not in body["response"]
 
 
 async def test_validate_dry_runs_selectors_against_the_live_devices(live: Server) -> None:

@@ -158,25 +158,29 @@ async def test_a_compile_past_the_deadline_is_admitted_with_a_warning_naming_the
 
 # --- finding 8: deep expressions, huge numbers, malformed bodies, bounded logs and messages ---
 
-@pytest.mark.parametrize(("expression", "must_deny"), [
+@pytest.mark.parametrize(("expression", "too_deep"), [
     ("(" * 120 + "device.driver == 'x'" + ")" * 120, False),
     ("!" * 249 + "(device.driver == 'x')", False),
     ("(" * 2000 + "true" + ")" * 2000, True),
     ("[" * 500 + "1" + "]" * 500 + " == []", True),
 ], ids=["parens-120", "not-249", "parens-2000", "lists-500"])
-async def test_deep_expressions_get_a_field_error_and_a_short_log(
-        cores: Server, expression: str, must_deny: bool, caplog: pytest.LogCaptureFixture) -> None:
+async def test_deep_expressions_get_a_field_finding_and_a_short_log(
+        cores: Server, expression: str, too_deep: bool, caplog: pytest.LogCaptureFixture) -> None:
     """Never a 500 and a 124 KB traceback. Where the depth limit lies (RE2/CEL parser limits, helper
-    oracle-cel) decides whether the moderate ones compile; past the interpreter's stack it is a field error."""
+    oracle-cel) decides whether the moderate ones compile. Past cel-go's parser limits kube-apiserver refuses the
+    object itself; should one reach the webhook anyway, it is not refused a second time (gpuclaim's model would be
+    behind the apiserver's): a warning at the field saying it was not checked, or a field error when gpuclaim
+    could not even parse it within the interpreter's limits."""
     caplog.set_level(logging.DEBUG, logger="gpuclaim")
     status, body = await cores.post("/validate", claim_review(one(expression)))
     response = body["response"]
     assert status == 200, body
-    if not must_deny and response["allowed"]:
-        return
-    assert response["allowed"] is False, response
-    assert response["status"]["code"] == 422
-    assert response["status"]["message"].startswith("spec.devices.requests[0].exactly.selectors[0].cel.expression")
+    field = "spec.devices.requests[0].exactly.selectors[0].cel.expression"
+    if response["allowed"]:
+        warnings = response.get("warnings", [])
+        assert not too_deep or (warnings and warnings[0].startswith(f"{field}: not checked: ")), response
+    else:
+        assert response["status"]["code"] == 422 and response["status"]["message"].startswith(field)
     assert sum(len(r.getMessage()) + len(str(r.exc_text or "")) for r in caplog.records) < 20_000
 
 

@@ -56,13 +56,56 @@ def test_upstream_examples_get_their_verdict(name: str, capsys: pytest.CaptureFi
 
 
 def test_gated_examples_name_the_feature_gate(capsys: pytest.CaptureFixture[str]) -> None:
-    _, found = _lint(capsys, o.EXAMPLES / "amd-k8s-gpu-dra-driver/example-partitions-distinct-parents.yaml")
+    example = o.EXAMPLES / "amd-k8s-gpu-dra-driver/example-partitions-distinct-parents.yaml"
+    _, found = _lint(capsys, example, "--kubernetes-version", "1.34")
     assert [(f["field"], f["severity"]) for f in found] == [
         ("spec.devices.constraints[0].distinctAttribute", "warning"),
         ("spec.devices.constraints[0].distinctAttribute", "warning")]  # + the driver schema's (issue 16)
-    assert "DRAConsumableCapacity" in found[0]["message"]
+    assert "DRAConsumableCapacity (alpha, off by default in Kubernetes 1.34)" in found[0]["message"]
     assert "gpu.amd.com/deviceID is published on amdgpu-partition devices only by gpu.amd.com releases 2026" in \
         found[1]["message"]
+
+
+def test_gated_fields_are_judged_per_version(capsys: pytest.CaptureFixture[str]) -> None:
+    example = o.EXAMPLES / "amd-k8s-gpu-dra-driver/example-partitions-distinct-parents.yaml"
+    # 1.35 drops the field and then refuses the distinctAttribute-only constraint (measured on a real 1.35.4)
+    code, found = _lint(capsys, example, "--kubernetes-version", "1.35")
+    assert code == 1 and [(f["field"], f["severity"]) for f in found] == [
+        ("spec.devices.constraints[0].matchAttribute", "error"),
+        ("spec.devices.constraints[0].distinctAttribute", "warning")]
+    # 1.36 and 1.37 keep it (DRAConsumableCapacity beta, on): only the driver schema's warning is left
+    for version in ("1.36", "1.37"):
+        code, found = _lint(capsys, example, "--kubernetes-version", version)
+        assert code == 0 and ["DRAConsumableCapacity" in f["message"] for f in found] == [False], version
+
+
+def test_a_field_a_version_does_not_have_is_an_error_and_one_it_drops_a_warning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    derived = [{"name": "example.com/x", "expression": "device.driver"}]
+    manifest = _write(tmp_path, "c.yaml", o.claim(o.request("gpu", derivedAttributes=derived)))
+    code, found = _lint(capsys, manifest, "--kubernetes-version", "1.36")
+    assert code == 1 and [(f["field"], f["severity"]) for f in found] == [
+        ("spec.devices.requests[0].exactly.derivedAttributes", "error")]
+    assert "from Kubernetes 1.37 (DRADerivedAttributes)" in found[0]["message"]
+    code, found = _lint(capsys, manifest)  # 1.37 has the field and drops it with its alpha gate off
+    assert code == 0 and [(f["field"], f["severity"]) for f in found] == [
+        ("spec.devices.requests[0].exactly.derivedAttributes", "warning")]
+    assert "DRADerivedAttributes (alpha, off by default in Kubernetes 1.37)" in found[0]["message"]
+
+
+def test_lint_takes_the_gates_of_the_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = _write(tmp_path, "c.yaml", o.claim(o.request("gpu", capacity={"requests": {"x.io/mem": "1Gi"}})))
+    config = _write(tmp_path, "config.yaml", {"kubernetes": {"featureGates": {"DRAConsumableCapacity": False}}})
+    _, found = _lint(capsys, manifest, "--config", config)
+    assert [f["message"] for f in found] == [
+        "needs the feature gate DRAConsumableCapacity (beta, off in this configuration): unless the cluster enables "
+        "it, the apiserver drops this field"]
+    assert _lint(capsys, manifest)[1] == []
+
+
+def test_a_version_lint_cannot_model_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", str(o.EXAMPLES / "k8s-website/resourceclaim.yaml"), "--kubernetes-version", "1.33"]) == 2
+    assert "Kubernetes 1.33 is not supported: gpuclaim supports 1.34 to 1.37" in capsys.readouterr().err
 
 
 def test_the_invalid_website_claim_is_reported_with_its_paths(capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,9 +145,9 @@ def test_text_output_and_slices_dry_run(tmp_path: Path, capsys: pytest.CaptureFi
 def test_strict_fails_on_warnings_and_lists_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     listed = _write(tmp_path, "list.yaml", {"apiVersion": "v1", "kind": "List", "items": [
         o.claim(o.request("gpu", tolerations=[{"key": "k", "operator": "Exists"}]))]})
-    assert main(["lint", str(listed)]) == 0
+    assert main(["lint", str(listed), "--kubernetes-version", "1.35"]) == 0
     capsys.readouterr()
-    code, found = _lint(capsys, listed, "--strict")
+    code, found = _lint(capsys, listed, "--strict", "--kubernetes-version", "1.35")
     assert code == 1
     assert [(f["doc"], f["item"], f["severity"]) for f in found] == [(1, 0, "warning")]
 
@@ -137,3 +180,30 @@ def test_unreadable_input_exits_2(tmp_path: Path, content: str | None, capsys: p
         path.write_text(content)
     assert main(["lint", str(path)]) == 2
     assert "gpuclaim lint:" in capsys.readouterr().err
+
+
+def _slice(devices: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+            "spec": {"driver": "gpu.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                     "nodeName": "n", "devices": devices, **spec}}
+
+
+def test_slice_limits_are_the_versions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    taints = [{"key": f"k{i}", "effect": "NoSchedule"} for i in range(5)]
+    manifest = _write(tmp_path, "s.yaml", _slice([{"name": "d", "taints": taints}]))
+    code, found = _lint(capsys, manifest, "--kubernetes-version", "1.34")
+    assert code == 1 and ("spec.devices[0].taints", "error") in [(f["field"], f["severity"]) for f in found]
+    assert "has 5, must have at most 4 items" in found[0]["message"]
+    code, found = _lint(capsys, manifest, "--kubernetes-version", "1.37")  # 16 from 1.35, and the gate is on
+    assert code == 0 and found == []
+
+
+def test_counters_and_devices_share_a_slice_only_in_1_34(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    counters = [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}]
+    manifest = _write(tmp_path, "s.yaml", _slice([{"name": "d"}], sharedCounters=counters))
+    code, found = _lint(capsys, manifest, "--kubernetes-version", "1.34")
+    assert code == 0 and [(f["field"], f["severity"]) for f in found] == [("spec.sharedCounters", "warning")]
+    assert "DRAPartitionableDevices (alpha, off by default in Kubernetes 1.34)" in found[0]["message"]
+    code, found = _lint(capsys, manifest, "--kubernetes-version", "1.36")
+    assert code == 1 and [(f["field"], f["severity"]) for f in found] == [("spec.sharedCounters", "error")]
+    assert "only one of sharedCounters or devices is allowed in Kubernetes 1.36" in found[0]["message"]

@@ -1,14 +1,21 @@
 """CEL selectors compiled as kube-apiserver compiles them: the seeds' quantity comparisons, exact field
 paths for class / request / subrequest / template selectors, cost and length limits, and DeviceClass UPDATE
-(unchanged selectors are stored expressions, changed ones new)."""
+(unchanged selectors are stored expressions, changed ones new).
+
+The refusals are ``gpuclaim lint``'s (no apiserver in front of it). The webhook runs after kube-apiserver
+compiled the same selectors, so it never refuses one: it admits with a warning that gpuclaim did not check it
+(the last tests here)."""
 
 from __future__ import annotations
 
 import pytest
 import validate_objects as o
 
+from gpuclaim.dra import versions
 from gpuclaim.dra.fieldpath import ErrorType
 from gpuclaim.webhook.validate import OfflineInventory, validate_object
+
+K34 = versions.model_for(34)
 
 SEEDS = [
     'device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")',
@@ -20,8 +27,10 @@ SEEDS = [
 ]
 
 
-def _create(obj: object, inventory: object = None) -> object:
-    return validate_object(obj, operation="CREATE", inventory=inventory or OfflineInventory(), config=o.config())
+def _create(obj: object, inventory: object = None, *, kubernetes: versions.KubernetesModel = versions.NEWEST_MODEL,
+            lint: bool = True) -> object:
+    return validate_object(obj, operation="CREATE", inventory=inventory or OfflineInventory(), config=o.config(),
+                           kubernetes=kubernetes, lint=lint)
 
 
 @pytest.mark.parametrize("expression", SEEDS, ids=[f"seed-{i}" for i in range(len(SEEDS))])
@@ -84,15 +93,18 @@ def test_a_too_long_expression_is_reported_once_as_too_long() -> None:
 
 
 def test_functions_newer_than_the_compatibility_version_are_refused_in_new_selectors() -> None:
-    verdict = _create(o.device_class("c", "[1, 2].distinct().size() == 2"))
+    verdict = _create(o.device_class("c", "[1, 2].distinct().size() == 2"), kubernetes=K34)
     assert o.paths(verdict.denials) == [("spec.selectors[0].cel.expression", "FieldValueInvalid")]
+    # 1.35's apiserver compiles new selectors with 1.34's libraries, which have ext.Lists v3
+    assert _create(o.device_class("c", "[1, 2].distinct().size() == 2"), kubernetes=versions.model_for(35)).allowed
 
 
 def test_device_class_update_compiles_unchanged_selectors_as_stored_expressions() -> None:
     stored_only = "[1, 2].distinct().size() == 2"
     old = o.device_class("c", stored_only)
     new = {**o.device_class("c", stored_only), "metadata": {"name": "c", "labels": {"team": "a"}}}
-    verdict = validate_object(new, operation="UPDATE", old_object=old, inventory=OfflineInventory(), config=o.config())
+    verdict = validate_object(new, operation="UPDATE", old_object=old, inventory=OfflineInventory(), config=o.config(),
+                              kubernetes=K34, lint=True)
     assert verdict.allowed
 
 
@@ -100,7 +112,8 @@ def test_device_class_update_compiles_changed_selectors_as_new_even_when_only_re
     stored_only = "[1, 2].distinct().size() == 2"
     old = o.device_class("c", stored_only, "true")
     new = o.device_class("c", "true", stored_only)
-    verdict = validate_object(new, operation="UPDATE", old_object=old, inventory=OfflineInventory(), config=o.config())
+    verdict = validate_object(new, operation="UPDATE", old_object=old, inventory=OfflineInventory(), config=o.config(),
+                              kubernetes=K34, lint=True)
     assert o.paths(verdict.denials) == [("spec.selectors[1].cel.expression", "FieldValueInvalid")]
 
 
@@ -122,3 +135,39 @@ def test_timestamp_and_duration_selectors_are_allowed_as_by_a_1_34_apiserver(exp
 def test_invalid_timestamp_and_duration_literals_are_denied_as_upstream(expression: str, detail: str) -> None:
     verdict = _create(o.claim(o.request("gpu", expression)))
     assert not verdict.allowed and detail in verdict.denials[0].detail
+
+
+# --- the webhook: never refuse what kube-apiserver admitted (issue 24, item 2) ---
+
+
+@pytest.mark.parametrize("expression", [
+    *SEEDS[:2],
+    "[1, 2].distinct().size() == 2",
+    'duration("1d") > duration("30m")',
+], ids=["quantity-ge", "quantity-gt", "ext-lists-on-1.34", "bad-duration"])
+def test_the_webhook_admits_a_selector_it_cannot_compile_and_says_it_was_not_checked(expression: str) -> None:
+    verdict = _create(o.claim(o.request("gpu", expression)), kubernetes=K34, lint=False)
+    assert verdict.allowed
+    [warning] = [w for w in verdict.warnings if "not checked" in w]
+    assert warning.startswith("spec.devices.requests[0].exactly.selectors[0].cel.expression: not checked: "
+                              "kube-apiserver admitted this selector, but gpuclaim's model of the kube-apiserver's "
+                              "new-expression CEL environment (libraries of 1.33) does not compile it")
+    assert "is kubernetes.version right?" in warning
+
+
+def test_the_webhook_does_not_dry_run_a_request_with_a_selector_it_could_not_compile() -> None:
+    inventory = o.inventory()
+    expression = 'device.attributes["gpu.nvidia.com"].productName == "nothing-like-this" && [1].sort() == [1]'
+    verdict = _create(o.claim(o.request("gpu", expression)), inventory, kubernetes=K34, lint=False)
+    assert verdict.allowed and not [w for w in verdict.warnings if "no device matches" in w]
+    # 1.35 compiles it, and the dry-run then sees that nothing matches
+    verdict = _create(o.claim(o.request("gpu", expression)), inventory, kubernetes=versions.model_for(35), lint=False)
+    assert verdict.allowed and [w for w in verdict.warnings if "no device matches" in w]
+
+
+def test_a_device_class_selector_the_webhook_cannot_compile_is_admitted_with_a_warning() -> None:
+    verdict = _create(o.device_class("c", "device.allowMultipleAllocations"), kubernetes=versions.model_for(35),
+                      lint=False)
+    assert verdict.allowed and verdict.warnings[0].startswith("spec.selectors[0].cel.expression: not checked: ")
+    assert _create(o.device_class("c", "device.allowMultipleAllocations"), kubernetes=versions.model_for(36),
+                   lint=False).warnings == []
