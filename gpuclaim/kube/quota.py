@@ -58,17 +58,21 @@ class ReconcileResult:
 
 class QuotaController:
     def __init__(self, client: KubeClient, *, conversion: ConversionConfig, classes: Callable[[], Mapping[str, Any]],
-                 registry: CollectorRegistry, page_size: int = 500) -> None:
+                 registry: CollectorRegistry, page_size: int = 500,
+                 model: Callable[[], versions.KubernetesModel] | None = None) -> None:
         self.client = client
         self.conversion = conversion
         self.classes = classes
         self.page_size = page_size
         self.metrics = QuotaMetrics(registry)
+        self.follow = model  # the cluster view's model (kube/version.py), which follows upgrades
         self.model: versions.KubernetesModel | None = None
 
     async def kubernetes_model(self) -> versions.KubernetesModel:
-        """The cluster's version model, from ``/version`` once; the newest when that cannot be read (the entry
-        name is the same on every supported version, so a guess costs nothing here)."""
+        """The cluster view's model when given; else the cluster's, from ``/version`` once, the newest when that
+        cannot be read (the entry name is the same on every supported version, so a guess costs nothing here)."""
+        if self.follow is not None:
+            return self.follow()
         if self.model is None:
             try:
                 info = await self.client.get("/version")

@@ -149,7 +149,7 @@ async def _quota_controller(app: web.Application) -> AsyncIterator[None]:
     cache = state.context.cluster
     controller = quota_controller.QuotaController(
         state.context.client, conversion=config.conversion, classes=lambda: cache.inventory.parsed_classes(),
-        registry=app[keys.REGISTRY])
+        registry=app[keys.REGISTRY], model=(lambda: cache.version.model) if cache.version is not None else None)
     task = asyncio.create_task(quota_controller.run(controller, elector, interval=config.quota.interval_seconds,
                                                     synced=lambda: cache.wait_synced(None)),
                                name="gpuclaim-webhook-quota")
