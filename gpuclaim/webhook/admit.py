@@ -349,6 +349,9 @@ class CoreChecks:
             return Outcome(warnings=notices)
         created = 0
         if conversion.objects:
+            invalid = await self._invalid_objects(entry, ctx)
+            if invalid:
+                return Outcome(errors=invalid, warnings=notices)
             if ctx.client is None:
                 text = ("gpuclaim: this pod asks for GPUs it would convert to a ResourceClaimTemplate, but the webhook "
                         "runs without cluster access and cannot create it; the pod was admitted unchanged")
@@ -366,14 +369,51 @@ class CoreChecks:
             except templates.CreationError as exc:
                 if not exc.is_refusal:
                     raise CheckUnavailable(exc.message) from None
-                return Outcome(errors=(FieldError.forbidden(Path.root("spec", "resourceClaims"), exc.message),),
-                               warnings=notices)
+                if exc.status is None:
+                    return Outcome(errors=(FieldError.forbidden(Path.root("spec", "resourceClaims"), exc.message),),
+                                   warnings=notices)
+                # the API server's own refusal of what the pod needs: its code and message, never the internal-error
+                # policy (an "allow" there admitted the GPU pod unconverted, issue 22 item 2)
+                text = f"gpuclaim could not create what this pod's GPUs are converted to: {exc.message}"
+                return Outcome(errors=(FieldError.forbidden(Path.root("spec", "resourceClaims"), text),),
+                               code=exc.status[0], reason=exc.status[1] or "Forbidden", warnings=notices)
             created = len(made.created)
             if len(made.known) == len(conversion.objects):
                 self._remember(cache, request.namespace, prepared.specs, touch_after,
                                conversion_config.sharing.annotation)
         return Outcome(patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices, converted=True,
                        templates_created=created)
+
+    async def _invalid_objects(self, entry: Any, ctx: Context) -> tuple[FieldError, ...]:
+        """Every object the conversion makes, checked with gpuclaim's own resource.k8s.io/v1 validation before it is
+        created (issue 22, item 2): what kube-apiserver would refuse becomes the pod's refusal here, naming the
+        object's field, instead of a failed create. Once per cached conversion; big selectors are compiled off the
+        event loop under `validation.compileDeadlineSeconds`. Past the deadline only the structure is checked: the
+        API server judges the selectors, and its refusal is the pod's too (`webhook.templates`)."""
+        from gpuclaim.webhook import validate
+        from gpuclaim.webhook.validate import budget
+
+        known: tuple[FieldError, ...] | None = entry.derived.get("invalid-objects")
+        if known is not None:
+            return known
+        objects = entry.conversion.objects
+        big = [e for obj in objects for e in budget.expressions(obj) if e.size > budget.INLINE_BYTES]
+        guarded, late = await _compile_off_loop(big, modes=("new",),
+                                                deadline=ctx.config.validation.compile_deadline_seconds)
+        errors: list[FieldError] = []
+        for obj in objects:
+            meta = obj["metadata"]
+            verdict = validate.validate_object(obj, operation="CREATE", namespace=meta.get("namespace"),
+                                               inventory=validate.OfflineInventory(), config=ctx.config,
+                                               check_selectors=late is None and not guarded)
+            for error in (*verdict.denials, *(guarded if obj is objects[0] else ())):
+                errors.append(FieldError.forbidden(Path.root("spec", "resourceClaims"), (
+                    f"gpuclaim converts this pod's GPUs to {obj['kind']} {meta['name']}, and that object is not "
+                    f"valid resource.k8s.io/v1 (kube-apiserver would refuse it): {error}")))
+        result = tuple(errors)
+        if late is None:
+            entry.derived["invalid-objects"] = result
+        return result
 
     def _inventory(self, ctx: Context) -> Any:
         from gpuclaim.webhook import validate
@@ -405,23 +445,15 @@ class CoreChecks:
         if not big:
             return None
         modes: tuple[Any, ...] = ("new", "stored") if request.operation == "UPDATE" else ("new",)
-        stop = threading.Event()
-        progress = [0]
-        work = asyncio.get_running_loop().run_in_executor(
-            _compile_pool(), functools.partial(budget.precompile, big, modes=modes, stop=stop, progress=progress))
-        try:
-            guarded = await asyncio.wait_for(asyncio.shield(work), settings.compile_deadline_seconds)
-            if guarded:
-                return guarded[0]
-        except TimeoutError:
-            stop.set()  # the worker stops before its next selector
-            late = big[min(progress[0], len(big) - 1)]
+        guarded, done = await _compile_off_loop(big, modes=modes, deadline=settings.compile_deadline_seconds)
+        if guarded:
+            return guarded[0]
+        if done is not None:
+            late = big[min(done, len(big) - 1)]
             return verdict.Notice(late.path, (
                 f"{budget.UNCHECKED}: compiling them ({len(big)} of more than {budget.INLINE_BYTES} bytes, "
                 f"{sum(e.size for e in big)} bytes) did not finish within {settings.compile_deadline_seconds:g}s "
-                f"(validation.compileDeadlineSeconds); {progress[0]} were compiled, this one was not"))
-        finally:
-            stop.set()
+                f"(validation.compileDeadlineSeconds); {done} were compiled, this one was not"))
         return None
 
     async def validate(self, request: review.Request, ctx: Context) -> Outcome:
@@ -468,6 +500,26 @@ async def off_loop(fn: Any, *args: Any) -> Any:
     if _BIG_POOL is None:
         _BIG_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuclaim-big-body")
     return await asyncio.get_running_loop().run_in_executor(_BIG_POOL, fn, *args)
+
+
+async def _compile_off_loop(big: Sequence[Any], *, modes: tuple[Any, ...], deadline: float
+                            ) -> tuple[list[FieldError], int | None]:
+    """Compile `big` (budget.Expression) in the compile thread into the process-wide selector cache, under
+    `deadline`: (the interpreter-limit errors, None) when done; ([], how many were compiled) past it."""
+    from gpuclaim.webhook.validate import budget
+
+    if not big:
+        return [], None
+    stop = threading.Event()
+    progress = [0]
+    work = asyncio.get_running_loop().run_in_executor(
+        _compile_pool(), functools.partial(budget.precompile, list(big), modes=modes, stop=stop, progress=progress))
+    try:
+        return await asyncio.wait_for(asyncio.shield(work), deadline), None
+    except TimeoutError:
+        return [], progress[0]
+    finally:
+        stop.set()  # the worker stops before its next selector
 
 
 def _compile_pool() -> concurrent.futures.ThreadPoolExecutor:
