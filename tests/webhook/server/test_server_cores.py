@@ -290,3 +290,38 @@ async def test_an_object_gpuclaims_own_validation_refuses_is_never_created_and_t
                               "ResourceClaimTemplate gpuclaim-")
     assert "spec.spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value" in message
     assert await _templates(double) == []
+
+
+@pytest.mark.parametrize("operation", ["DELETE", "CONNECT"])
+async def test_validate_allows_a_delete_whose_object_is_null(live: Server, operation: str) -> None:
+    """Issue 22, item 7: a DELETE carries `object: null` (the old object in oldObject); it was denied with 422."""
+    sent = _claim_review('device.driver == "gpu.nvidia.com"')
+    sent["request"].update(operation=operation, oldObject=sent["request"]["object"], object=None)
+    status, body = await live.post("/validate", sent)
+    assert status == 200 and body["response"]["allowed"] is True, body
+    assert "status" not in body["response"] or body["response"]["status"].get("code") != 422
+
+
+@pytest.mark.parametrize(("extra", "checked"), [(0, True), (1, False)], ids=["exactly-the-budget", "one-byte-over"])
+async def test_selectors_adding_up_to_exactly_the_budget_are_still_checked(
+        double: RunningDouble, tls_files: selfsigned.TlsFiles, extra: int, checked: bool) -> None:
+    """Issue 22, item 8: `validation.maxSelectorBytes` is the most an object's selectors may hold and still be
+    compiled; one byte more and they are left to kube-apiserver, with a warning."""
+    budget = 200
+    bad = 'device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")'  # no `>=` on quantities
+    good = 'device.driver == "gpu.nvidia.com"'
+    padded = bad + " " * (budget - len(bad) - len(good) + extra)
+    sent = _claim_review(padded)
+    selectors = sent["request"]["object"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"]
+    selectors.append({"cel": {"expression": good}})
+    assert sum(len(s["cel"]["expression"]) for s in selectors) == budget + extra
+    config = load_config({"validation": {"maxSelectorBytes": budget}})
+    async with _serving(double, tls_files, config) as server:
+        status, body = await server.post("/validate", sent)
+    response = body["response"]
+    assert status == 200 and response["allowed"] is (not checked), response
+    if checked:
+        assert response["status"]["message"].startswith(
+            "spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value")
+    else:
+        assert any("validation.maxSelectorBytes" in w for w in response["warnings"])
