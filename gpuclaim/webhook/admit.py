@@ -239,6 +239,8 @@ class CoreChecks:
         # (kind, namespace, name) -> when its gpuclaim.io/last-used annotation is due for a refresh (gc on)
         self._touch_due: dict[tuple[str, str, str], float] = {}
         self._live: tuple[Any, Any] | None = None  # (the cluster view, its LiveInventory)
+        # namespace -> (kind, name) this process created that the cluster view has not shown yet
+        self._pending: dict[str, set[tuple[str, str]]] = {}
 
     def warm_up(self, config: Config) -> None:
         """Do once, before the server takes connections, what the first requests would otherwise do on the event
@@ -292,6 +294,45 @@ class CoreChecks:
                 if touch_after is not None:
                     self._touch_due[(kind, namespace, name)] = self._templates.touch_due(
                         cached, touch_after, sharing_annotation=sharing_annotation)
+
+    def _view_has(self, cache: Any, kind: str, namespace: str, name: str) -> bool:
+        found = cache.template(namespace, name) if kind == "ResourceClaimTemplate" else cache.claim(namespace, name)
+        return found is not None
+
+    def _over_cap(self, cache: Any, namespace: str, new: Sequence[tuple[str, str]], limit: int
+                  ) -> FieldError | None:
+        """A refusal when `new` (the objects this pod needs that the view lacks) would take the namespace past
+        `limit` (`conversion.maxObjectsPerNamespace`). Counted: what the view holds, and what this process is
+        creating or created that the view has not shown yet (a flood creates faster than the watch reports)."""
+        counter = getattr(cache, "owned_count", None)
+        if counter is None or not new:
+            return None
+        pending = self._pending.get(namespace, set())
+        pending -= {(k, n) for k, n in pending if self._view_has(cache, k, namespace, n)}
+        held = counter(namespace) + len(pending - set(new))
+        if held + len(new) <= limit:
+            return None
+        kinds = " and ".join(sorted({kind for kind, _ in new}))
+        return FieldError.forbidden(Path.root("spec", "resourceClaims"), (
+            f"gpuclaim would create {kinds} {', '.join(n for _, n in new)} for this pod, but namespace {namespace} "
+            f"already holds {held} objects gpuclaim made (ResourceClaimTemplates and shared ResourceClaims named "
+            f"gpuclaim-...), and conversion.maxObjectsPerNamespace is {limit}; delete the ones no pod uses (kubectl "
+            f"get resourceclaimtemplates -l app.kubernetes.io/managed-by=gpuclaim), or ask the cluster admin to "
+            "raise the limit"))
+
+    def _reserve(self, namespace: str, new: Sequence[tuple[str, str]]) -> None:
+        """Count `new` as held from now on (until the view shows it, or the create fails): concurrent admissions
+        of distinct shapes check the cap before any create returns."""
+        if sum(len(p) for p in self._pending.values()) > 10_000:  # bounded: forget rather than grow
+            self._pending.clear()
+        self._pending.setdefault(namespace, set()).update(new)
+
+    def _release(self, namespace: str, new: Sequence[tuple[str, str]]) -> None:
+        pending = self._pending.get(namespace)
+        if pending is not None:
+            pending.difference_update(new)
+            if not pending:
+                del self._pending[namespace]
 
     async def mutate(self, request: review.Request, ctx: Context) -> Outcome:
         templates = self._templates
@@ -360,6 +401,13 @@ class CoreChecks:
             touch_after = gc.idle_seconds / 2 if gc.enabled else None
             if self._known(cache, request.namespace, prepared.specs, touch_after is not None and not request.dry_run):
                 return prepared.converted
+            new = [(kind, name) for kind, name, _ in prepared.specs
+                   if cache is not None and not self._view_has(cache, kind, request.namespace, name)]
+            over = self._over_cap(cache, request.namespace, new, conversion_config.max_objects_per_namespace)
+            if over is not None:
+                return Outcome(errors=(over,), warnings=notices)
+            if not request.dry_run:
+                self._reserve(request.namespace, new)
             try:  # on dryRun this only compares with the cluster view: sideEffects NoneOnDryRun
                 made = await templates.create_objects(ctx.client, ctx.cluster, request.namespace, conversion,
                                                       dry_run=request.dry_run,
@@ -367,6 +415,7 @@ class CoreChecks:
                                                       touch_after=touch_after,
                                                       sharing_annotation=conversion_config.sharing.annotation)
             except templates.CreationError as exc:
+                self._release(request.namespace, new)
                 if not exc.is_refusal:
                     raise CheckUnavailable(exc.message) from None
                 if exc.status is None:
@@ -377,6 +426,9 @@ class CoreChecks:
                 text = f"gpuclaim could not create what this pod's GPUs are converted to: {exc.message}"
                 return Outcome(errors=(FieldError.forbidden(Path.root("spec", "resourceClaims"), text),),
                                code=exc.status[0], reason=exc.status[1] or "Forbidden", warnings=notices)
+            except BaseException:  # the check's timer among others: what was not created holds no place
+                self._release(request.namespace, new)
+                raise
             created = len(made.created)
             if len(made.known) == len(conversion.objects):
                 self._remember(cache, request.namespace, prepared.specs, touch_after,

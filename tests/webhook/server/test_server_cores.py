@@ -325,3 +325,37 @@ async def test_selectors_adding_up_to_exactly_the_budget_are_still_checked(
             "spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value")
     else:
         assert any("validation.maxSelectorBytes" in w for w in response["warnings"])
+
+
+async def test_past_the_namespace_cap_a_pod_needing_a_new_template_is_refused(
+        double: RunningDouble, tls_files: selfsigned.TlsFiles) -> None:
+    """Issue 22, item 6: 50,000 forged reviews of distinct shapes made 50,000 templates. gpuclaim makes at most
+    `conversion.maxObjectsPerNamespace` objects per namespace, counting creations the watch has not shown yet;
+    pods of a shape it already made go on being converted."""
+    config = load_config({"conversion": {"maxObjectsPerNamespace": 2}})
+    async with _serving(double, tls_files, config) as server:
+        answers = [(await server.post("/mutate", pod_review(gpus=n, name=f"p{n}", uid=f"u-{n}")))[1]["response"]
+                   for n in (1, 2, 3)]
+        again = (await server.post("/mutate", pod_review(gpus=1, name="p1-again", uid="u-again")))[1]["response"]
+    assert [a["allowed"] for a in answers] == [True, True, False] and again["allowed"] is True
+    assert answers[2]["status"]["code"] == 422
+    message = answers[2]["status"]["message"]
+    assert message.startswith("spec.resourceClaims: Forbidden: gpuclaim would create ResourceClaimTemplate gpuclaim-")
+    assert "namespace gpu-test1 already holds 2 objects gpuclaim made" in message
+    assert "conversion.maxObjectsPerNamespace is 2" in message
+    assert len(await _templates(double)) == 2
+
+
+async def test_concurrent_pods_of_distinct_shapes_do_not_pass_the_namespace_cap_together(
+        double: RunningDouble, tls_files: selfsigned.TlsFiles) -> None:
+    """Issue 22, item 6: the count includes what is being created, so a burst cannot pass the cap before the
+    watch reports its templates."""
+    config = load_config({"conversion": {"maxObjectsPerNamespace": 2}})
+    async with _serving(double, tls_files, config) as server:
+        double.faults.add(Fault("delay", verbs=frozenset({"create"}), resources=frozenset({"resourceclaimtemplates"}),
+                                delay_seconds=0.3, times=None))
+        answers = await asyncio.gather(*(server.post("/mutate", pod_review(gpus=n, name=f"p{n}", uid=f"u-{n}"))
+                                         for n in range(1, 7)))
+        double.faults.clear()
+    assert sum(body["response"]["allowed"] for _, body in answers) == 2
+    assert len(await _templates(double)) == 2
