@@ -240,3 +240,22 @@ def test_a_required_affinity_of_many_products_is_converted_and_the_apiserver_tak
     assert body["spec"]["affinity"] == pod["spec"]["affinity"]
     (template,) = kube.api.list("ResourceClaimTemplate", ns)
     assert "productName" not in str(template["spec"])
+
+
+def test_the_webhook_answers_only_the_apiservers_client_certificate(kube: Kube, ns: str) -> None:
+    """Issue 22, item 6: the chart turns client authentication on by default; e2e.kube configures kube-apiserver's
+    admission client certificate as docs/hardening.md tells an admin. A review POSTed by anyone else is refused
+    (401); the apiserver's own calls go through: a GPU pod is converted."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=str(kube.run / "tls" / "ca.crt"))
+    context.check_hostname = False
+    port = kube.state["gpuclaimPorts"]["webhook"]
+    forged = urllib.request.Request(f"https://127.0.0.1:{port}/mutate", data=b"{}", method="POST",
+                                    headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(forged, context=context, timeout=5)
+    assert refused.value.code == 401
+    assert_converted_and_scheduled(kube, ns, "gpu-authenticated")
