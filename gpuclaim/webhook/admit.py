@@ -390,9 +390,6 @@ class CoreChecks:
             return Outcome(warnings=notices)
         created = 0
         if conversion.objects:
-            invalid = await self._invalid_objects(entry, ctx)
-            if invalid:
-                return Outcome(errors=invalid, warnings=notices)
             if ctx.client is None:
                 text = ("gpuclaim: this pod asks for GPUs it would convert to a ResourceClaimTemplate, but the webhook "
                         "runs without cluster access and cannot create it; the pod was admitted unchanged")
@@ -404,8 +401,11 @@ class CoreChecks:
             new = [(kind, name) for kind, name, _ in prepared.specs
                    if cache is not None and not self._view_has(cache, kind, request.namespace, name)]
             over = self._over_cap(cache, request.namespace, new, conversion_config.max_objects_per_namespace)
-            if over is not None:
+            if over is not None:  # first: a flood of new shapes past the cap compiles nothing
                 return Outcome(errors=(over,), warnings=notices)
+            invalid = await self._invalid_objects(entry, ctx)
+            if invalid:
+                return Outcome(errors=invalid, warnings=notices)
             if not request.dry_run:
                 self._reserve(request.namespace, new)
             try:  # on dryRun this only compares with the cluster view: sideEffects NoneOnDryRun
@@ -458,6 +458,7 @@ class CoreChecks:
             verdict = validate.validate_object(obj, operation="CREATE", namespace=meta.get("namespace"),
                                                inventory=validate.OfflineInventory(), config=ctx.config,
                                                check_selectors=late is None and not guarded)
+            # a conversion makes one object (a template, or a sharing group's claim): interpreter limits are its
             for error in (*verdict.denials, *(guarded if obj is objects[0] else ())):
                 errors.append(FieldError.forbidden(Path.root("spec", "resourceClaims"), (
                     f"gpuclaim converts this pod's GPUs to {obj['kind']} {meta['name']}, and that object is not "
