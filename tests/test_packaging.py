@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 from packaging.tags import sys_tags
 
 REPO = Path(__file__).resolve().parents[1]
-INSTALL_HINT = "pip install 'gpuclaim[demo]'"
+INSTALL_HINT = "pip install -e '.[demo]'"
 
 
 def _normalize(name: str) -> str:

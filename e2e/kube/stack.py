@@ -54,7 +54,7 @@ class Stack:
     @classmethod
     def start(cls, run: Path, binaries: dict[str, Path], *, nodes: int | None = None,
               values: Obj | None = None, servers: bool = True, whole_gpus: int | None = None,
-              extenders: bool = True) -> Stack:
+              extenders: bool = True, fleet: install.FleetPlan | None = None) -> Stack:
         if (run / "state.json").exists():
             raise PlaneError(f"{run} holds a running cluster's state: `python -m e2e.kube down` first")
         if run.exists():
@@ -62,7 +62,7 @@ class Stack:
         run.mkdir(parents=True)
         started = time.monotonic()
         plane = ControlPlane(run, binaries)
-        fleet = install.demo_fleet(nodes, whole_gpus=whole_gpus)
+        fleet = fleet or install.demo_fleet(nodes, whole_gpus=whole_gpus)
         stack = cls(plane, install.Gpuclaim(plane, values=values or {}), fleet)
         try:
             plane.start_core()

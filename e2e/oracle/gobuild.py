@@ -39,7 +39,8 @@ def require_go() -> str:
 
     go = go_tool()
     if go is None:
-        message = "Go toolchain not found on PATH: the upstream-oracle differential tests need Go >= 1.24"
+        message = ("Go toolchain not found on PATH: the upstream-oracle differential tests need Go >= 1.26 "
+                   "(the go.mod files' `go` line)")
         if os.environ.get("CI"):
             pytest.fail(message + " (CI is set: CI must run the oracles)", pytrace=False)
         pytest.skip(message)

@@ -15,7 +15,7 @@ import logging
 import os
 import ssl
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -201,3 +201,15 @@ def write_dir(directory: Path, data: dict[str, bytes], *, private: frozenset[str
         write_atomic(path, data[name], mode=0o600 if name in private else 0o644)
         written.append(name)
     return written
+
+
+def remove_files(directory: Path, names: Iterable[str]) -> list[str]:
+    """Remove the files of `names` that exist in `directory` (material a rotation step retired); return the names
+    removed. Called after `write_dir`, so a reader never finds the new signer missing."""
+    removed: list[str] = []
+    for name in names:
+        path = Path(directory) / name
+        if path.is_file():
+            path.unlink()
+            removed.append(name)
+    return removed

@@ -44,16 +44,37 @@ class Policy:
     key_type: selfsigned.KeyType = "ecdsa-p256"
 
     def __post_init__(self) -> None:
-        if self.ca_overlap + self.ca_switch_delay >= self.ca_renew_before:
-            raise ValueError("certs policy: ca_renew_before must be longer than ca_overlap + ca_switch_delay")
-        if self.ca_renew_before >= self.ca_validity:
-            raise ValueError("certs policy: ca_renew_before must be shorter than ca_validity")
-        if self.serving_renew_before >= self.serving_validity:
-            raise ValueError("certs policy: serving_renew_before must be shorter than serving_validity")
+        for shorter, longer, why in _ORDER:
+            if sum((getattr(self, f) for f in shorter), timedelta(0)) >= getattr(self, longer):
+                raise PolicyError(shorter, longer, why)
         if not 0 < self.serving_renew_fraction < 1:
             raise ValueError("certs policy: serving_renew_fraction must be between 0 and 1")
         if self.key_type not in selfsigned.KEY_TYPES:
             raise ValueError(f"certs policy: key type {self.key_type!r} not one of {', '.join(selfsigned.KEY_TYPES)}")
+
+
+class PolicyError(ValueError):
+    """Durations of a Policy that contradict each other: the sum of the `shorter` fields must be shorter than the
+    `longer` field. The fields are named, so a caller can name its own flags for them."""
+
+    def __init__(self, shorter: tuple[str, ...], longer: str, why: str) -> None:
+        self.shorter, self.longer, self.why = shorter, longer, why
+        super().__init__(f"certs policy: {' + '.join(shorter)} must be shorter than {longer}: {why}")
+
+
+#: (fields whose sum must be shorter, than this field, why): checked in this order, the first broken one is reported
+_ORDER: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("ca_overlap", "ca_switch_delay"), "ca_renew_before",
+     "a CA rotation (the switch delay, then the overlap) must fit inside the CA's renewal window"),
+    (("ca_renew_before",), "ca_validity", "a new CA would be due for rotation as soon as it is issued"),
+    (("serving_renew_before",), "serving_validity",
+     "a serving certificate would be due for renewal as soon as it is issued"),
+    (("serving_renew_before",), "ca_validity",
+     "a serving certificate cannot outlive its CA, so every one would be due for renewal as soon as it is issued"),
+    (("serving_renew_before", "ca_switch_delay"), "ca_renew_before",
+     "a serving certificate cannot outlive its CA, so while the CA's end is nearer than the serving renewal window "
+     "and the next CA does not sign yet, every run would renew the serving certificate"),
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 
+#: rotation.Policy's durations and the flags that set them
+_POLICY_FLAGS = {"ca_validity": "--ca-validity", "ca_renew_before": "--ca-renew-before", "ca_overlap": "--ca-overlap",
+                 "ca_switch_delay": "--ca-switch-delay", "serving_validity": "--serving-validity",
+                 "serving_renew_before": "--renew-before"}
+
+
 def _duration(flag: str, value: str) -> timedelta:
     m = _DURATION.match(value.strip())
     if not m or float(m.group(1)) <= 0:
@@ -86,8 +92,12 @@ def _inputs(args: argparse.Namespace) -> tuple[reconcile.Target, rotation.Policy
             serving_renew_before=_duration("--renew-before", args.renew_before),
             key_type=args.key_type,
         )
-    except ValueError as exc:
-        raise UsageError(str(exc).replace("certs policy: ", "durations: ")) from None
+    except rotation.PolicyError as exc:
+        def flag(field: str) -> str:
+            name = _POLICY_FLAGS[field]
+            return f"{name} ({getattr(args, name[2:].replace('-', '_'))})"
+        raise UsageError(f"{' + '.join(flag(f) for f in exc.shorter)} must be shorter than {flag(exc.longer)}: "
+                         f"{exc.why}") from None
     return reconcile.Target(args.namespace, secret_name, names, args.webhook_selector), policy
 
 
@@ -107,13 +117,17 @@ def _local(args: argparse.Namespace, target: reconcile.Target, policy: rotation.
     data = secret.encode(p.material)
     actions = list(p.actions) or (["rewrote files (incomplete or stale)"] if data != old else [])
     written: list[str] = []
+    removed: list[str] = []
     if not args.check and data != old:
         try:
             written = files.write_dir(out_dir, data, private=secret.PRIVATE_KEYS)
+            # what the plan retired (the next CA once it signs, the previous CA after the overlap) leaves the
+            # directory as it leaves the Secret; left behind, it would be read again at every later run
+            removed = files.remove_files(out_dir, [name for name in old if name not in data])
         except OSError as exc:
             raise UsageError(f"--out-dir: cannot write {out_dir}: {exc.strerror}") from None
     return _report("local", actions, p.material, p.overlap_until, args=args, files_written=written,
-                   would_write=data != old)
+                   files_removed=removed, would_write=data != old)
 
 
 async def _cluster(args: argparse.Namespace, target: reconcile.Target, policy: rotation.Policy) -> dict[str, Any]:
@@ -156,7 +170,8 @@ def _cert_summary(pair: material.KeyPair) -> dict[str, Any]:
 
 
 def _report(mode: str, actions: list[str], m: rotation.Material, overlap_until: datetime | None, *,
-            args: argparse.Namespace, files_written: list[str], would_write: bool) -> dict[str, Any]:
+            args: argparse.Namespace, files_written: list[str], would_write: bool,
+            files_removed: list[str] | None = None) -> dict[str, Any]:
     assert m.serving is not None and m.signer is not None
     serving = _cert_summary(m.serving)
     serving["dnsNames"] = list(material.dns_names(m.serving.cert))
@@ -173,6 +188,7 @@ def _report(mode: str, actions: list[str], m: rotation.Material, overlap_until: 
         "overlapUntil": overlap_until.isoformat() if overlap_until else None,
         "outDir": str(args.out_dir) if args.out_dir is not None else None,
         "filesWritten": files_written,
+        "filesRemoved": files_removed or [],
     }
 
 
@@ -191,6 +207,8 @@ def _print_text(r: dict[str, Any]) -> None:
               f"{verb} into: {', '.join(r['injected']) or 'none needed'}")
     if r["filesWritten"]:
         print(f"wrote {', '.join(r['filesWritten'])} in {r['outDir']}")
+    if r["filesRemoved"]:
+        print(f"removed {', '.join(r['filesRemoved'])} from {r['outDir']}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -43,13 +43,15 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
 #: import name -> distribution, for what the `demo` extra adds to the base install
 DEMO_EXTRA = {"jsonpatch": "jsonpatch", "kubernetes_validate": "kubernetes-validate", "jsonschema": "jsonschema",
               "referencing": "referencing"}
-INSTALL_HINT = "pip install 'gpuclaim[demo]'"
+#: gpuclaim is not on a package index: the extra is installed from a clone of the repository
+INSTALL_HINT = "pip install -e '.[demo]'"
 
 
 def _require_demo_extra() -> None:
     missing = [dist for module, dist in DEMO_EXTRA.items() if importlib.util.find_spec(module) is None]
     if missing:
-        raise UsageError(f"needs the demo extra ({', '.join(missing)} not installed); install it with: {INSTALL_HINT}")
+        raise UsageError(f"needs the demo extra ({', '.join(missing)} not installed); install it from a clone of the "
+                         f"repository with: {INSTALL_HINT}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _keep(stack: Any) -> dict[str, Any]:
+    import yaml
+
+    from gpuclaim.demo import workloads
+
     ca = stack.workdir / "apiserver-ca.crt"
     ca.write_bytes(stack.api_ca)
     pids = stack.pids()
@@ -97,6 +103,10 @@ def _keep(stack: Any) -> dict[str, Any]:
     stop.chmod(0o755)
     kubeconfig = shlex.quote(str(stack.kubeconfig))
     base = f"{stack.api_url}/api/v1/namespaces/ml-team/pods"
+    # the file the create example names, so every line under `Try:` runs as printed (tests/e2e/test_kubectl.py)
+    pod_file = stack.workdir / "my-gpu-pod.yaml"
+    pod_file.write_text(yaml.safe_dump(workloads.my_gpu_pod(), sort_keys=False))
+    pod = shlex.quote(str(pod_file))
     return {
         "kubeconfig": str(stack.kubeconfig),
         "pids": pids,
@@ -104,7 +114,9 @@ def _keep(stack: Any) -> dict[str, Any]:
         "examples": [
             f"kubectl --kubeconfig {kubeconfig} get pods -n ml-team -o wide",
             f"kubectl --kubeconfig {kubeconfig} get resourceclaims -A",
-            f"kubectl --kubeconfig {kubeconfig} create -f my-gpu-pod.yaml",
+            f"kubectl --kubeconfig {kubeconfig} create -f {pod}",
+            # what the webhook made of it (nothing schedules it: the scheduler double ran inside the demo only)
+            f"kubectl --kubeconfig {kubeconfig} get pod my-gpu-pod -n ml-team -o jsonpath='{{.spec.resourceClaims}}'",
             f"curl --cacert {shlex.quote(str(ca))} -H 'Authorization: Bearer double-token' {base}",
             f"curl --cacert {shlex.quote(str(ca))} -H 'Authorization: Bearer double-token' "
             f"{stack.api_url}/apis/resource.k8s.io/v1/resourceclaimtemplates",

@@ -44,11 +44,44 @@ def _load_pod(path: Path) -> Mapping[str, Any]:
     for key in ("metadata", "spec", "status"):
         if pod.get(key) is not None and not isinstance(pod[key], dict):
             raise UsageError(f"--pod {path}: {key}: expected an object")
+    why = _container_problem(pod.get("spec") or {})
+    if why is not None:
+        raise UsageError(f"--pod {path}: {why}")
     return pod
 
 
-def rows(pod: Mapping[str, Any], view: Any, config: Any) -> list[dict[str, Any]]:
-    """The JSON rows, sorted: best score first, then node name; nodes where the pod does not fit last."""
+def _container_problem(spec: Mapping[str, Any]) -> str | None:
+    """The first container field a Pod cannot have, as kube-apiserver would refuse it (a verdict on such a pod
+    would be about a pod that cannot exist): the lists, their objects, and `resources.claims` entries."""
+    for key in ("initContainers", "containers"):
+        containers = spec.get(key)
+        if containers is None:
+            continue
+        if not isinstance(containers, list):
+            return f"spec.{key}: expected an array"
+        for i, container in enumerate(containers):
+            path = f"spec.{key}[{i}]"
+            if not isinstance(container, dict):
+                return f"{path}: expected an object"
+            resources = container.get("resources")
+            if resources is None:
+                continue
+            if not isinstance(resources, dict):
+                return f"{path}.resources: expected an object"
+            claims = resources.get("claims")
+            if claims is None:
+                continue
+            if not isinstance(claims, list):
+                return f"{path}.resources.claims: expected an array"
+            for j, claim in enumerate(claims):
+                if not isinstance(claim, dict) or not isinstance(claim.get("name"), str):
+                    return f"{path}.resources.claims[{j}]: expected an object with a name"
+    return None
+
+
+def rows(pod: Mapping[str, Any], view: Any, config: Any, *, where: str = "pod") -> list[dict[str, Any]]:
+    """The JSON rows, sorted: best score first, then node name; nodes where the pod does not fit last. `where` names
+    the pod in a usage error (the CLI: `--pod FILE`)."""
     from gpuclaim.extender import predict
 
     names = view.candidates()
@@ -59,7 +92,7 @@ def rows(pod: Mapping[str, Any], view: Any, config: Any) -> list[dict[str, Any]]
     try:
         request = predict.resolve(pod, view, config)
     except predict.PodError as exc:
-        raise UsageError(f"pod: {exc}") from None
+        raise UsageError(f"{where}: {exc}") from None
     note = "".join(f"; note: {n}" for n in request.notes)
     if request.empty:  # no pending claim and none pinned to some nodes
         reason = "no claim left to predict (all allocated or not visible): every node scores 0" + note
@@ -80,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         view = OfflineView.from_directory(args.cluster, config=config)
     except InventoryError as exc:
         raise UsageError(str(exc)) from None
-    result = rows(pod, view, config)
+    result = rows(pod, view, config, where=f"--pod {args.pod}")
     if args.output == "json":
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
         return ExitStatus.OK

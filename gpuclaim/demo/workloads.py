@@ -57,6 +57,12 @@ def _claim(name: str, namespace: str, exactly: Obj) -> Obj:
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}
 
 
+def my_gpu_pod() -> Obj:
+    """The pod `gpuclaim demo --keep` writes for its `kubectl create -f` example: a legacy 1-GPU pod, which the
+    running webhook converts."""
+    return _pod("my-gpu-pod", {"nvidia.com/gpu": 1})
+
+
 def workloads() -> list[Workload]:
     shared = {SHARING_ANNOTATION: "inference"}
     return [

@@ -167,12 +167,20 @@ def verdict(
 
 def unfit(node: str, outcome: AllocationOutcome) -> NodeVerdict:
     if outcome.status == "error":
-        reason, error = f"allocation would fail with an error: {outcome.error}", True
+        reason, error = f"allocation would fail with an error: {_with_request(outcome)}", True
     elif outcome.status == "budget":
         reason, error = f"no allocation found within the search budget ({outcome.steps} steps)", False
     else:
         reason, error = "the pod's claims do not fit on this node's free devices", False
     return NodeVerdict(node=node, score=None, devices=(), reason=reason, strict={}, error=error)
+
+
+def _with_request(outcome: AllocationOutcome) -> str | None:
+    """Upstream's error with the request named after the claim or class: `claim gpu, request gpu: selector #0: ...`."""
+    if outcome.error is None or outcome.error_request is None:
+        return outcome.error
+    where, sep, rest = outcome.error.partition(": ")
+    return f"{where}, request {outcome.error_request}{sep}{rest}"
 
 
 def _short(name: str) -> str:

@@ -8,15 +8,17 @@ import asyncio
 import base64
 import json
 import stat
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-from certs_helpers import https_server
+from certs_helpers import NOW, https_server
 
 from gpuclaim import cli
 from gpuclaim.certs import context, material
+from gpuclaim.commands import certs as certs_command
 from gpuclaim.double.apiserver import RunningDouble
 from gpuclaim.kube.client import KubeClient
 
@@ -93,10 +95,18 @@ async def test_local_files_serve_tls_that_verifies_with_the_written_ca(
         (["--ip", "999.1.1.1"], "--dns/--ip: IP address '999.1.1.1' is not a valid IPv4 or IPv6 address"),
         (["--dns", "has space"], "--dns/--ip: DNS name 'has space' is not a valid host name"),
         (["--renew-before", "soon"], "--renew-before: 'soon' is not a positive duration"),
-        (["--ca-overlap", "400d"], "durations: ca_renew_before must be longer than ca_overlap"),
+        (["--ca-overlap", "400d"],
+         "--ca-overlap (400d) + --ca-switch-delay (10m) must be shorter than --ca-renew-before (365d): a CA rotation"),
+        (["--ca-validity", "10d"], "--ca-renew-before (365d) must be shorter than --ca-validity (10d): "),
+        (["--ca-validity", "10d", "--ca-renew-before", "5d", "--ca-overlap", "1d"],
+         "--renew-before (30d) must be shorter than --ca-validity (10d): a serving certificate cannot outlive its CA"),
+        (["--ca-renew-before", "20d", "--ca-overlap", "1d"],
+         "--renew-before (30d) + --ca-switch-delay (10m) must be shorter than --ca-renew-before (20d): "),
+        (["--serving-validity", "20d"], "--renew-before (30d) must be shorter than --serving-validity (20d): "),
         (["--key-type", "dsa"], "argument --key-type: invalid choice"),
     ],
-    ids=["namespace", "service", "secret", "ip", "dns", "duration", "policy", "key-type"],
+    ids=["namespace", "service", "secret", "ip", "dns", "duration", "ca-overlap", "ca-validity", "serving-outlives-ca",
+         "serving-window-past-ca-window", "serving-validity", "key-type"],
 )
 def test_bad_input_exits_2_naming_the_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
@@ -110,6 +120,52 @@ def test_bad_input_exits_2_naming_the_flag(
     assert message in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["--ca-validity", "10d", "--ca-renew-before", "5d", "--ca-overlap", "1d", "--renew-before", "2d"],
+    ["--ca-validity", "2h", "--ca-renew-before", "1h", "--ca-overlap", "10m", "--ca-switch-delay", "1m",
+     "--serving-validity", "30m", "--renew-before", "5m"],
+], ids=["defaults", "short-ca", "hours"])
+def test_durations_that_are_accepted_settle_on_the_second_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Flags the command accepts never make a renewal that is due again at once (a serving cert clamped to a short
+    CA's end used to be renewed at every run)."""
+    assert _run(capsys, "--out-dir", str(tmp_path), *argv, "-o", "json")[1]["actions"] == ["issued (no CA)"]
+    code, again, _ = _run(capsys, "--out-dir", str(tmp_path), *argv, "-o", "json")
+    assert code == 0 and again["actions"] == ["unchanged"], again["actions"]
+
+
+def test_a_local_ca_rotation_runs_its_three_steps_and_settles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a cluster the files stand in for the Secret: what a step retires (ca-next.* at the switch,
+    ca-previous.crt after the overlap) leaves the directory, and each step is followed by `unchanged`."""
+    clock = [NOW]
+    monkeypatch.setattr(certs_command, "_now", lambda: clock[0])
+
+    def step(at: datetime) -> tuple[list[str], list[str], list[str]]:
+        clock[0] = at
+        code, report, _ = _run(capsys, "--out-dir", str(tmp_path), "-o", "json")
+        assert code == 0
+        code, again, _ = _run(capsys, "--out-dir", str(tmp_path), "-o", "json")
+        assert code == 0 and again["actions"] == ["unchanged"] and again["filesWritten"] == [], again
+        assert _run(capsys, "--out-dir", str(tmp_path), "--check")[0] == 0
+        return [a.split(" (")[0] for a in report["actions"]], report["filesRemoved"], sorted(
+            p.name for p in tmp_path.iterdir())
+
+    base = ["ca-signer.crt", "ca-signer.key", "ca.crt", "tls.crt", "tls.key"]
+    assert step(NOW) == (["issued"], [], base)
+    ca_end = NOW + timedelta(days=3650)
+    introduce = ca_end - timedelta(days=364)
+    # the first serving cert (365 days) has long expired by then: renewed from the old CA, as the plan says
+    assert step(introduce) == (["introduced next CA", "rotated serving cert"], [],
+                               sorted([*base, "ca-next.crt", "ca-next.key"]))
+    assert step(introduce + timedelta(minutes=11)) == (
+        ["rotated CA"], ["ca-next.crt", "ca-next.key"], sorted([*base, "ca-previous.crt"]))
+    assert step(introduce + timedelta(days=31)) == (["retired previous CA"], ["ca-previous.crt"], base)
 
 
 def test_an_out_dir_that_is_a_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

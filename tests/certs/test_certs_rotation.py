@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from certs_helpers import NAMES, NOW, https_server
 from cryptography.hazmat.primitives import serialization
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gpuclaim.certs import context, material, rotation, secret, selfsigned
@@ -202,8 +202,12 @@ async def test_during_the_overlap_old_and_new_serving_certs_both_verify_over_rea
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"ca_overlap": timedelta(days=400)}, "ca_renew_before must be longer than ca_overlap"),
+    [({"ca_overlap": timedelta(days=400)}, "ca_overlap \\+ ca_switch_delay must be shorter than ca_renew_before"),
      ({"serving_renew_before": timedelta(days=400)}, "serving_renew_before must be shorter than serving_validity"),
+     ({"ca_validity": 10 * DAY, "ca_renew_before": 5 * DAY, "ca_overlap": DAY},
+      "serving_renew_before must be shorter than ca_validity: a serving certificate cannot outlive its CA"),
+     ({"ca_renew_before": 20 * DAY, "ca_overlap": DAY},
+      "serving_renew_before \\+ ca_switch_delay must be shorter than ca_renew_before"),
      ({"serving_renew_fraction": 1.5}, "serving_renew_fraction must be between 0 and 1"),
      ({"key_type": "dsa"}, "key type 'dsa' not one of")],
 )
@@ -244,3 +248,42 @@ def test_no_client_ever_meets_a_serving_cert_from_a_ca_it_does_not_trust(
             injected = _fps(new)
         m = new
         seen.update(a.split(" (")[0] for a in p.actions)
+
+
+#: durations from minutes to years, so that valid and contradicting combinations are both drawn often
+_DURATIONS = st.sampled_from([timedelta(minutes=10), timedelta(hours=1), timedelta(hours=20), 2 * DAY, 10 * DAY,
+                              30 * DAY, 100 * DAY, 365 * DAY, 3650 * DAY])
+_POLICY_DURATIONS = ("ca_validity", "ca_renew_before", "ca_overlap", "ca_switch_delay", "serving_validity",
+                     "serving_renew_before")
+
+
+@settings(max_examples=300 if os.environ.get("GPUCLAIM_LONG") else 60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(
+    durations=st.fixed_dictionaries({k: _DURATIONS for k in _POLICY_DURATIONS}),
+    gaps=st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=1, max_size=12),
+)
+# the issue's loops: a 10-day CA under the default 30-day serving renewal window; a serving window as long as the
+# CA's, where a serving cert renewed from the old CA during the rotation is due again at once
+@example(durations={"ca_validity": 10 * DAY, "ca_renew_before": 2 * DAY, "ca_overlap": timedelta(hours=20),
+                    "ca_switch_delay": timedelta(minutes=10), "serving_validity": 365 * DAY,
+                    "serving_renew_before": 30 * DAY}, gaps=[0.0])
+@example(durations={"ca_validity": 3650 * DAY, "ca_renew_before": 30 * DAY, "ca_overlap": 2 * DAY,
+                    "ca_switch_delay": timedelta(minutes=10), "serving_validity": 365 * DAY,
+                    "serving_renew_before": 30 * DAY}, gaps=[1.0, 0.989])
+def test_every_accepted_policy_settles_a_run_repeated_at_the_same_instant_changes_nothing(
+    durations: dict[str, timedelta], gaps: list[float]
+) -> None:
+    """Whatever durations a Policy accepts, a run right after a run has nothing to do, at any point of the CA's
+    life and of its rotation (no injection to wait for, as in a local run): nothing is due again at once."""
+    try:
+        policy = rotation.Policy(**durations)
+    except rotation.PolicyError:
+        return
+    m = rotation.plan(rotation.Material(), names=NAMES, now=NOW, policy=policy).material
+    now = NOW
+    for gap in gaps:
+        now += policy.ca_validity * gap / 2
+        m = rotation.plan(m, names=NAMES, now=now, policy=policy).material
+        again = rotation.plan(m, names=NAMES, now=now, policy=policy)
+        assert again.actions == (), (now - NOW, again.actions)

@@ -4,6 +4,7 @@ DESIGN.md, HTTPS probes, two webhook replicas spread across nodes and a PodDisru
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -180,3 +181,18 @@ def test_mounted_secrets_are_readable_by_the_non_root_user_and_nobody_else(rende
             else:
                 psc = spec["securityContext"]
                 assert mode & 0o040 and psc["fsGroup"] == psc["runAsGroup"], where
+
+
+def _said(kind: str, get: dict[str, Any]) -> str:
+    over = "over HTTPS" if get["scheme"] == "HTTPS" else f"over plain HTTP on the {get['port']} port"
+    return f"{kind} on `{get['path']}` {over}"
+
+
+def test_install_md_describes_the_probes_the_default_chart_renders(render: Any) -> None:
+    """docs/install.md once said liveness was probed over HTTPS while the chart probes the metrics port."""
+    page = " ".join((Path(__file__).resolve().parents[2] / "docs" / "install.md").read_text().split())
+    for component in ("webhook", "extender"):
+        (c,) = server(render("default"), component)["spec"]["template"]["spec"]["containers"]
+        for kind in ("startup", "liveness", "readiness"):
+            probe = f"{kind}Probe"
+            assert _said(kind, c[probe]["httpGet"]) in page, _said(kind, c[probe]["httpGet"])

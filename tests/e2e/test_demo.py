@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -207,3 +208,26 @@ def test_the_registrations_are_the_charts_current_rendering() -> None:
     assert inventory.registrations() == rendered
     extenders = yaml.safe_load(out["gpuclaim/templates/scheduler-extender-configmap.yaml"])["data"]["extenders.yaml"]
     assert inventory.extender_entries() == yaml.safe_load(extenders)["extenders"]
+
+
+def test_the_report_excerpt_in_docs_demo_md_is_the_demos_own_text(demo: dict[str, Any]) -> None:
+    """docs/demo.md shows an excerpt of the text report: apart from the `[...]` lines that mark what it leaves out,
+    each run of lines is a run of the report's own lines, in the report's order."""
+    from gpuclaim.demo.report import render
+
+    out = io.StringIO()
+    render(demo["report"], out)
+    report = [line.rstrip() for line in out.getvalue().splitlines()]
+    page = (REPO / "docs" / "demo.md").read_text(encoding="utf-8")
+    excerpt = page.split("```text\n", 1)[1].split("```", 1)[0].rstrip("\n").splitlines()
+    segments: list[list[str]] = [[]]
+    for line in excerpt:
+        if line == "[...]":
+            segments.append([])
+        else:
+            segments[-1].append(line.rstrip())
+    at = 0
+    for segment in filter(None, segments):
+        starts = [i for i in range(at, len(report) - len(segment) + 1) if report[i:i + len(segment)] == segment]
+        assert starts, f"not in the report (after line {at}): {segment}"
+        at = starts[0] + len(segment)

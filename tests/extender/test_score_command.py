@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import yaml
 from gpuclaim.cli import main
 
 from . import fleet
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def _write(path: Path, objects: list[dict[str, Any]]) -> None:
@@ -84,7 +87,12 @@ def test_a_pod_without_claims_scores_zero_everywhere(
     ("bad-slice", "spec.devices[0].name"),
     ("two-pods", "expected exactly one object of kind Pod, found 2"),
     ("bad-policy", "metadata.annotations[gpuclaim.io/placement-policy]: must be binpack or spread"),
-], ids=["no-dir", "empty-dir", "bad-yaml", "bad-slice", "two-pods", "bad-policy"])  # fmt: skip
+    ("containers-5", "spec.containers: expected an array"),
+    ("claims-7", "spec.containers[0].resources.claims: expected an array"),
+    ("no-claims-containers-5", "spec.containers: expected an array"),
+    ("bad-claim", "claim two: spec.devices.requests[0].exactly.count: Invalid value"),
+], ids=["no-dir", "empty-dir", "bad-yaml", "bad-slice", "two-pods", "bad-policy", "containers-5", "claims-7",
+        "no-claims-containers-5", "bad-claim"])  # fmt: skip
 def test_bad_input_exits_2_with_one_line_naming_the_problem(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], setup: str, message: str) -> None:
     directory = tmp_path / "c"
@@ -103,8 +111,20 @@ def test_bad_input_exits_2_with_one_line_naming_the_problem(
         pod_path.write_text(yaml.safe_dump_all([pod, pod]))
     if setup == "bad-policy":
         pod_path = _pod_file(tmp_path, fleet.pod("two", annotations={"gpuclaim.io/placement-policy": "fill"}))
+    if setup in ("containers-5", "claims-7", "no-claims-containers-5", "bad-claim"):
+        _write(directory / "x.yaml", [fleet.pairs_node("n"), *fleet.gpu_classes(),
+                                      fleet.template("two", {"requests": [fleet.exact("gpu", "2")]})])
+        if setup == "containers-5":
+            pod["spec"]["containers"] = 5
+        elif setup == "claims-7":
+            pod["spec"]["containers"][0]["resources"]["claims"] = 7
+        elif setup == "no-claims-containers-5":
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": 5}}
+        pod_path = _pod_file(tmp_path, pod)
     if setup == "bad-yaml":
         message = f"{directory / 'x.yaml'}: "
+    elif setup not in ("no-dir", "empty-dir", "bad-slice"):
+        message = f"--pod {pod_path}: {message}"  # the line names the file, then the field
     assert main(["score", "--cluster", str(directory), "--pod", str(pod_path)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
@@ -128,3 +148,18 @@ def test_a_node_where_an_allocated_claim_of_the_pod_cannot_be_used_is_unfit(
     for row in rows[1:]:
         assert row["score"] is None and row["devices"] == []
         assert row["reason"].startswith("resourceclaim not available on the node: claim held is allocated")
+
+
+def test_a_cel_runtime_error_names_the_claim_and_the_request_as_the_docs_show(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/cli.md quotes the reason for a node where allocation would abort; the command prints exactly that."""
+    shown = re.search(r"`(allocation would fail with an error: [^`]*)`", (DOCS / "cli.md").read_text()).group(1)
+    directory = tmp_path / "c"
+    directory.mkdir()
+    selector = {"cel": {"expression": "device.attributes['gpu.nvidia.com'].noSuchAttribute == 1"}}
+    _write(directory / "x.yaml", [fleet.pairs_node("n"), *fleet.gpu_classes(),
+                                  fleet.template("gpu", {"requests": [fleet.exact("gpu", selectors=[selector])]})])
+    assert main(["score", "--cluster", str(directory), "--pod", str(_pod_file(tmp_path, fleet.pod("gpu"))),
+                 "-o", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["score"] is None and row["reason"] == shown

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realkube_cluster import Kube, down, minors_under_test, require_binaries, up
+from realkube_cluster import Kube, down, minors_under_test, up
 
 HERE = Path(__file__).parent
 
@@ -21,7 +21,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def kube(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     """One control plane per minor under test; pytest runs every test of one minor before it starts the next."""
     minor = request.param
-    require_binaries(minor)
     run = tmp_path_factory.mktemp(f"realkube-{minor}") / "run"
     first_line, state = up(run, minor)
     cluster = Kube(run, first_line, state, minor)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import kube_binaries
 import orjson
-import pytest
 
 from e2e.kube import build
 from e2e.kube.api import Api, collection
@@ -41,23 +41,16 @@ def minors_under_test() -> list[str]:
 
 
 def require_binaries(minor: str) -> None:
-    """The binaries must be built (CI: .ci/run builds them first). GPUCLAIM_REALKUBE=skip skips instead, for a
-    machine without Go; nothing else does."""
-    try:
-        states = build.status(build.cache_dir(), minor)
-    except build.BuildError as exc:
-        states = {"go": str(exc)}
-    missing = {name: state for name, state in states.items() if state not in ("ok", "adoptable")}
-    if missing:
-        message = (f"real Kubernetes {minor} binaries not built ({missing}): run "
-                   f"`python -m e2e.kube build --kubernetes-version {minor}`")
-        if os.environ.get("GPUCLAIM_REALKUBE") == "skip":
-            pytest.skip(message)
-        pytest.fail(message)
+    """The binaries must be built (CI: .ci/run builds them first); GPUCLAIM_REALKUBE=skip skips instead."""
+    kube_binaries.require(minor)
 
 
 def up(run: Path, minor: str, *extra: str) -> tuple[str, Obj]:
-    """`python -m e2e.kube up --detach --kubernetes-version <minor>`; (first stdout line, state.json)."""
+    """`python -m e2e.kube up --detach --kubernetes-version <minor>`; (first stdout line, state.json).
+
+    Every cluster a test starts comes through here, so the `require_binaries` rule holds for all of them: without
+    the binaries the test fails, or skips with GPUCLAIM_REALKUBE=skip."""
+    require_binaries(minor)
     # --owner-pid: if this test session is killed before its teardown, the cluster stops anyway
     done = subprocess.run([sys.executable, "-m", "e2e.kube", "up", "--kubernetes-version", minor,
                            "--detach", "--run-dir", str(run), "--owner-pid", str(os.getpid()), *extra],
@@ -86,6 +79,11 @@ class Kube:
     def __post_init__(self) -> None:
         self.api = Api(self.state["server"], str(self.run / "pki" / "ca.crt"),
                        (self.run / "pki" / "admin.token").read_text().strip())
+
+    @property
+    def kubectl(self) -> str:
+        """kubectl of this control plane's minor (never one from PATH)."""
+        return str(kube_binaries.kubectl(self.minor))
 
     @property
     def config_path(self) -> Path:

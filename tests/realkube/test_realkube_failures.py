@@ -154,7 +154,7 @@ def test_dry_run_creates_nothing(kube: Kube, ns: str, tmp_path) -> None:
     before = {t["metadata"]["name"] for t in kube.api.list("ResourceClaimTemplate", ns)}
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(yaml.safe_dump(gpu_pod("dry", ns, 2)))
-    done = subprocess.run(["kubectl", "--kubeconfig", kube.kubeconfig, "create", "--dry-run=server", "-o", "yaml",
+    done = subprocess.run([kube.kubectl, "--kubeconfig", kube.kubeconfig, "create", "--dry-run=server", "-o", "yaml",
                            "-f", str(manifest)], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     answered = yaml.safe_load(done.stdout)

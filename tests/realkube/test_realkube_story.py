@@ -16,7 +16,7 @@ from gpuclaim.demo import workloads as wl
 
 def test_up_prints_the_admin_kubeconfig_first_and_kubectl_works(kube: Kube) -> None:
     assert kube.kubeconfig == str(kube.run / "admin.kubeconfig")
-    done = subprocess.run(["kubectl", "--kubeconfig", kube.kubeconfig, "get", "nodes", "-o", "json"],
+    done = subprocess.run([kube.kubectl, "--kubeconfig", kube.kubeconfig, "get", "nodes", "-o", "json"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     nodes = orjson.loads(done.stdout)["items"]

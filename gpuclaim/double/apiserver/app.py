@@ -13,7 +13,7 @@ import jsonpatch
 import orjson
 from aiohttp import web
 
-from gpuclaim.double.apiserver import errors, selectors, webhooks
+from gpuclaim.double.apiserver import discovery_http, errors, negotiation, patches, selectors, tables, webhooks
 from gpuclaim.double.apiserver.faults import Fault, Faults
 from gpuclaim.double.apiserver.resources import ResourceType, lookup
 from gpuclaim.double.apiserver.store import Obj, ObjFilter, Store
@@ -29,6 +29,9 @@ class Settings:
 
 
 SETTINGS = web.AppKey("gpuclaim.double.settings", Settings)
+TABLE_OFFERS = (negotiation.TABLE_V1, negotiation.TABLE_V1BETA1)
+SERVED_PATCH_TYPES = ("application/merge-patch+json", "application/json-patch+json",
+                      "application/strategic-merge-patch+json")
 
 
 @dataclass(slots=True)
@@ -50,24 +53,33 @@ def _error_response(exc: errors.ApiError) -> web.Response:
     return response
 
 
+def _not_served(what: str) -> errors.ApiError:
+    # kube-apiserver's words first (clients match them), then what the double lacks
+    return errors.ApiError(404, f"the server could not find the requested resource: the API double does not serve "
+                                f"{what} (docs/dev/doubles.md lists what it serves)")
+
+
 def _parse_target(group: str, segments: list[str]) -> Target:
     if len(segments) < 2:
         raise errors.ApiError(404, "the server could not find the requested resource")
     version, rest = segments[0], segments[1:]
+    gv = f"{group}/{version}" if group else version
     namespace = None
     if rest[0] == "namespaces" and len(rest) >= 3:
         candidate = lookup(group, version, rest[2])
-        if candidate is not None and candidate.namespaced:
+        if candidate is None:
+            raise _not_served(f"{gv} {rest[2]}")
+        if candidate.namespaced:
             namespace, rest = rest[1], rest[2:]
     rt = lookup(group, version, rest[0])
-    if rt is None or len(rest) > 3:
-        raise errors.ApiError(404, "the server could not find the requested resource")
-    if rt.namespaced and namespace is None and len(rest) > 1:
+    if rt is None:
+        raise _not_served(f"{gv} {rest[0]}")
+    if len(rest) > 3 or (rt.namespaced and namespace is None and len(rest) > 1):
         raise errors.ApiError(404, "the server could not find the requested resource")
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else None
     if sub is not None and not (sub == "status" and rt.status_subresource):
-        raise errors.ApiError(404, "the server could not find the requested resource")
+        raise _not_served(f"the {sub} subresource of {rt.plural}")
     return Target(rt, namespace, name, sub)
 
 
@@ -134,6 +146,8 @@ class _Handlers:
                     raise errors.ApiError(fault.code, f"injected fault: {fault.code}", retry_after=fault.retry_after)
             if verb == "watch":
                 return await self._watch(request, target, drop_after)
+            if verb in ("create", "update", "patch"):
+                _field_validation(request)
             return await getattr(self, f"_{verb}")(request, target)
         except errors.ApiError as exc:
             return _error_response(exc)
@@ -141,9 +155,22 @@ class _Handlers:
     # ---- reads ---------------------------------------------------------------------------------------------
     async def _get(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
-        return _json(self.app[STORE].get(target.rt, target.namespace or "", target.name))
+        obj = self.app[STORE].get(target.rt, target.namespace or "", target.name)
+        as_table = negotiation.choose(request.headers.get("Accept", ""), TABLE_OFFERS)
+        if as_table is not None:
+            return self._table(request, target, [obj], None, as_table)
+        return _json(obj)
+
+    def _table(self, request: web.Request, target: Target, items: list[Obj], list_meta: dict[str, Any] | None,
+               as_table: negotiation.As) -> web.Response:
+        body = tables.table(target.rt, items, now=self.app[STORE].clock(), list_meta=list_meta,
+                            include_object=request.query.get("includeObject", ""),
+                            no_headers=request.query.get("noHeaders") in ("true", "1"),
+                            group_version=f"{as_table.group}/{as_table.version}")
+        return web.Response(body=orjson.dumps(body), content_type="application/json")
 
     async def _list(self, request: web.Request, target: Target) -> web.Response:
+        as_table = negotiation.choose(request.headers.get("Accept", ""), TABLE_OFFERS)
         token = request.query.get("continue")
         if token:
             if token not in self.snapshots:
@@ -161,6 +188,8 @@ class _Handlers:
             while len(self.snapshots) > self.app[SETTINGS].max_continue_snapshots:
                 self.snapshots.popitem(last=False)
             meta.update({"continue": token, "remainingItemCount": len(rest)})
+        if as_table is not None:
+            return self._table(request, target, items, meta, as_table)
         # typed lists carry kind/apiVersion once, on the list, not on each item
         stripped = [{k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items]
         return _json({"kind": f"{target.rt.kind}List", "apiVersion": target.rt.api_version, "metadata": meta,
@@ -239,15 +268,22 @@ class _Handlers:
         if content_type == "application/merge-patch+json":
             if not isinstance(patch, dict):
                 raise errors.ApiError(400, "a merge patch must be a JSON object")
-            patched = _merge_patch(copy.deepcopy(current), patch)
+            patched = patches.merge_patch(copy.deepcopy(current), patch)
+        elif content_type == "application/strategic-merge-patch+json":
+            if not isinstance(patch, dict):
+                raise errors.ApiError(400, "a strategic merge patch must be a JSON object")
+            patched = patches.strategic_merge_patch(current, patch)
         elif content_type == "application/json-patch+json":
             try:
                 patched = jsonpatch.JsonPatch(patch).apply(copy.deepcopy(current))
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError) as exc:
                 raise errors.ApiError(422, f"the JSON patch could not be applied: {exc}") from None
+        elif content_type == "application/apply-patch+yaml":
+            raise errors.ApiError(415, "the API double does not serve server-side apply (application/apply-patch+yaml)"
+                                       ": use client-side apply (kubectl apply without --server-side)")
         else:
-            raise errors.ApiError(415, f"the double does not support patch type {content_type!r} "
-                                       "(merge-patch+json and json-patch+json only)")
+            raise errors.ApiError(415, f"the API double does not serve patch type {content_type!r}: it serves "
+                                       f"{', '.join(SERVED_PATCH_TYPES)}")
         obj = await store.update(target.rt, target.namespace or "", target.name, patched,
                                  subresource=target.subresource, dry_run=_dry_run(request))
         return _json(obj)
@@ -269,25 +305,20 @@ class _Handlers:
         return _json(obj)
 
 
+def _field_validation(request: web.Request) -> None:
+    """kubectl sends fieldValidation=Strict by default; the double validates strictly whatever is asked (unknown
+    fields are refused, docs/dev/doubles.md), so only the value itself is checked."""
+    for value in request.query.getall("fieldValidation", []):
+        if value not in ("Strict", "Warn", "Ignore"):
+            raise errors.ApiError(400, f'fieldValidation: Unsupported value: "{value}": supported values: '
+                                       '"Ignore", "Strict", "Warn"')
+
+
 def _dry_run(request: web.Request) -> bool:
     values = request.query.getall("dryRun", [])
     if any(v != "All" for v in values):
         raise errors.ApiError(400, 'dryRun: Unsupported value: only "All" is supported')
     return bool(values)
-
-
-def _merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return patch
-    if not isinstance(target, dict):
-        target = {}
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        else:
-            target[key] = _merge_patch(target.get(key), value)
-    return target
 
 
 async def _faults_handler(request: web.Request) -> web.Response:
@@ -321,6 +352,7 @@ def create_app(store: Store | None = None, *, faults: Faults | None = None,
     app.router.add_route("*", "/_double/faults", _faults_handler)
     app.router.add_post("/_double/drop-watches", _drop_watches_handler)
     app.router.add_post("/_double/compact", _compact_handler)
+    discovery_http.add_routes(app)
     app.router.add_route("*", "/api/{tail:.*}", handlers.handle)
     app.router.add_route("*", "/apis/{group}/{tail:.*}", handlers.handle)
     return app

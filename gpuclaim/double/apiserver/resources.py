@@ -14,6 +14,9 @@ class ResourceType:
     namespaced: bool
     status_subresource: bool = False
     immutable_spec: bool = False  # ResourceClaim(Template).spec cannot change after create
+    # what discovery says about the type, as kube-apiserver 1.37 says it: kubectl resolves `po` or `all` with these
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -40,16 +43,20 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType(_RESOURCE, "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True,
                  immutable_spec=True),
     ResourceType(_RESOURCE, "v1", "deviceclasses", "DeviceClass", namespaced=False),
-    ResourceType("", "v1", "namespaces", "Namespace", namespaced=False, status_subresource=True),
-    ResourceType("", "v1", "nodes", "Node", namespaced=False, status_subresource=True),
-    ResourceType("", "v1", "pods", "Pod", namespaced=True, status_subresource=True),
+    ResourceType("", "v1", "namespaces", "Namespace", namespaced=False, status_subresource=True,
+                 short_names=("ns",)),
+    ResourceType("", "v1", "nodes", "Node", namespaced=False, status_subresource=True, short_names=("no",)),
+    ResourceType("", "v1", "pods", "Pod", namespaced=True, status_subresource=True, short_names=("po",),
+                 categories=("all",)),
     ResourceType("", "v1", "secrets", "Secret", namespaced=True),
-    ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True),
+    ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True, short_names=("cm",)),
+    # nothing in the double writes events; served so that `kubectl describe` can look for them
+    ResourceType("", "v1", "events", "Event", namespaced=True, short_names=("ev",)),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True),
     ResourceType(_ADMISSION, "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
-                 namespaced=False),
+                 namespaced=False, categories=("api-extensions",)),
     ResourceType(_ADMISSION, "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
-                 namespaced=False),
+                 namespaced=False, categories=("api-extensions",)),
 )
 
 BY_KEY: dict[str, ResourceType] = {rt.key: rt for rt in RESOURCE_TYPES}

@@ -36,16 +36,28 @@ def _load(name: str) -> Any:
 
 
 @cache
+def _raw_definitions() -> Any:
+    return _load("_definitions.json")
+
+
+@cache
 def _definitions() -> Resource[Any]:
-    return Resource.from_contents(_load("_definitions.json"))
+    return Resource.from_contents(_raw_definitions())
+
+
+@cache
+def _kind_schema(api_version: str, kind: str) -> Any:
+    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        return _load(f"{kind.lower()}-{group}.json")
+    except FileNotFoundError:
+        return None
 
 
 @cache
 def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
-    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    try:
-        schema = _load(f"{kind.lower()}-{group}.json")
-    except FileNotFoundError:
+    schema = _kind_schema(api_version, kind)
+    if schema is None:
         return None
     registry: Registry[Any] = Resource.from_contents(schema) @ Registry()
     registry = _definitions() @ registry
@@ -70,3 +82,51 @@ def validate(obj: dict[str, Any]) -> None:
         raise SchemaError("", f"schema could not be resolved: {exc}") from exc
     if error is not None:
         raise SchemaError(_render_path(error.absolute_path), error.message)
+
+
+# ---- walking a schema (the strategic merge patch reads its list metadata here) -----------------------------------
+Node = dict[str, Any]
+
+
+def schema_of(api_version: str, kind: str) -> Node:
+    """The top-level schema of a kind; {} (no metadata: plain merge semantics) for a kind without one."""
+    return _kind_schema(api_version, kind) or {}
+
+
+def _resolve(node: Node) -> Node:
+    name = ref_name(node)
+    if name is None:
+        return node
+    resolved = definitions().get(name)
+    return resolved if isinstance(resolved, dict) else {}
+
+
+def child(node: Node, key: str) -> Node:
+    """The (unresolved) schema of field `key`: the patch metadata sits on the field, beside its $ref."""
+    found = (_resolve(node).get("properties") or {}).get(key)
+    if found is None:
+        found = _resolve(node).get("additionalProperties")
+    return found if isinstance(found, dict) else {}
+
+
+def items(node: Node) -> Node:
+    found = _resolve(node).get("items")
+    return found if isinstance(found, dict) else {}
+
+
+def patch_meta(node: Node) -> tuple[str, str | None]:
+    """(x-kubernetes-patch-strategy, x-kubernetes-patch-merge-key) of a field; ("", None) when it has none."""
+    return str(node.get("x-kubernetes-patch-strategy", "")), node.get("x-kubernetes-patch-merge-key")
+
+
+def definitions() -> dict[str, Node]:
+    """Every definition of the schemas the double validates with, by name (`io.k8s.api.core.v1.Pod`)."""
+    defs = _raw_definitions()["$defs"]
+    assert isinstance(defs, dict)
+    return defs
+
+
+def ref_name(node: Node) -> str | None:
+    """The definition a `$ref` names, or None."""
+    ref = node.get("$ref")
+    return ref.partition("#/$defs/")[2] if isinstance(ref, str) and "#/$defs/" in ref else None

@@ -69,6 +69,23 @@ _FIELDS: dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
+def _dotted(path: str) -> Callable[[Mapping[str, Any]], str]:
+    def get(obj: Mapping[str, Any]) -> str:
+        value: Any = obj
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, Mapping) else None
+        return "" if value is None else str(value)
+
+    return get
+
+
+# the event fields kube-apiserver indexes: `kubectl describe` finds an object's events by them
+_FIELDS.update({f: _dotted(f) for f in (
+    "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+    "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+    "reportingComponent", "source", "type")})
+
+
 def _field_check(getter: Callable[[Mapping[str, Any]], str], value: str, *, negate: bool
                  ) -> Callable[[Mapping[str, Any]], bool]:
     if negate:

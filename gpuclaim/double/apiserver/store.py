@@ -90,7 +90,8 @@ class Store:
         self._compacted_rv = 0
         self._watchers: set[Watcher] = set()
         for name in _DEFAULT_NAMESPACES:
-            self._put(_namespace_type(), "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
+            self._put(_namespace_type(), "", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": name, "creationTimestamp": _now(self.clock)},
                                               "status": {"phase": "Active"}})
 
     # ---- reads ---------------------------------------------------------------------------------------------
@@ -174,6 +175,9 @@ class Store:
             meta["generation"] = 1
         defaults.apply(rt.kind, obj)
         obj = await self._admit("CREATE", rt, namespace, obj, None, dry_run)
+        if rt.kind == "Pod":
+            # the pod strategy's PrepareForCreate; qosClass too there, which kubectl computes itself when absent
+            obj["status"] = {"phase": "Pending"}
         if self._key(rt, obj) in self._objects[rt.key]:
             raise errors.already_exists(rt.plural, meta["name"], rt.group)
         if dry_run:
@@ -203,6 +207,8 @@ class Store:
         new = copy.deepcopy(body)
         self._check_type(rt, new)
         meta = new.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.ApiError(400, "metadata: must be an object")
         if meta.get("name", name) != name:
             raise errors.ApiError(400, "the name of the object does not match the name on the URL")
         wanted_rv = meta.get("resourceVersion")

@@ -57,12 +57,14 @@ class AllocationOutcome:
     """``allocated``: one ClaimAllocation per claim, in claim order. ``unsatisfiable``: the node does not fit (no
     error: the scheduler marks the node unschedulable). ``error``: the attempt fails (the scheduler reports an
     error for the pod), ``error`` says why as upstream words it. ``budget``: the search gave up after ``steps``
-    (upstream gives up at its filter timeout and treats the node as unschedulable)."""
+    (upstream gives up at its filter timeout and treats the node as unschedulable). ``error_request``: the request
+    an error is about, where upstream's wording leaves it out (``claim ns/name: selector #0: ...``)."""
 
     status: Status
     claims: tuple[ClaimAllocation, ...] = ()
     error: str | None = None
     steps: int = 0
+    error_request: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -17,7 +17,12 @@ MAX_DEVICES_PER_CLAIM = 32  # resourceapi.AllocationResultsMaxSize
 
 
 class AllocationError(Exception):
-    """The allocation attempt fails (upstream returns an error, not "does not fit")."""
+    """The allocation attempt fails (upstream returns an error, not "does not fit"). The message is upstream's;
+    `request` names the request it is about when upstream's wording does not (a selector's CEL error)."""
+
+    def __init__(self, message: str, *, request: str | None = None) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 class Evaluator(Protocol):
@@ -309,7 +314,7 @@ class Preparer:
     def _failure(self, alt: Alternative, why: tuple[str, int, str], is_class: bool) -> AllocationError:
         where = f"class {alt.klass.name}" if is_class else f"claim {claim_ref(self.claims[alt.claim_index])}"
         kind, index, message = why
-        return AllocationError(f"{where}: selector #{index}: CEL {kind} error: {message}")
+        return AllocationError(f"{where}: selector #{index}: CEL {kind} error: {message}", request=alt.ref)
 
 
 def _message(err: Exception) -> str:

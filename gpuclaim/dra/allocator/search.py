@@ -304,7 +304,8 @@ def allocate_on(
         search = _Search(prep, prepared, allocated, max_steps)
         done = search.one(0, 0, 0, 0, False, 0)
     except AllocationError as err:
-        return AllocationOutcome(status="error", error=str(err), steps=search.steps if search else 0)
+        return AllocationOutcome(status="error", error=str(err), steps=search.steps if search else 0,
+                                 error_request=err.request)
     except _Budget:
         assert search is not None
         return AllocationOutcome(status="budget", error="search budget exhausted", steps=search.steps)
