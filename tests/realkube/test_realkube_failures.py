@@ -257,5 +257,6 @@ def test_the_webhook_answers_only_the_apiservers_client_certificate(kube: Kube, 
                                     headers={"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(forged, context=context, timeout=5)
+    refused.value.close()
     assert refused.value.code == 401
     assert_converted_and_scheduled(kube, ns, "gpu-authenticated")
