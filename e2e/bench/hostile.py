@@ -172,6 +172,7 @@ async def _attack(url: str, ca_pem: bytes, idle: int, pods: int) -> None:
                 answer = {"error": f"{type(exc).__name__}: {exc}", "internal_error": True}
             say({"class": name, "seconds": round(time.perf_counter() - started, 3), "bytes": len(data), **answer})
             await asyncio.sleep(0.2)
+        say(await forged_shapes(session, url, min(10_000, pods * 40)))
         # finding 4: idle TLS connections (handshake done, then silence), then distinct 1.4 MB pods
         host, _, port = url.removeprefix("https://").rpartition(":")
         held: list[asyncio.StreamWriter] = []
@@ -205,6 +206,43 @@ async def _attack(url: str, ca_pem: bytes, idle: int, pods: int) -> None:
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         for writer in held:
             writer.close()
+
+
+async def forged_shapes(session: aiohttp.ClientSession, url: str, count: int) -> dict[str, Any]:
+    """Issue 22, item 6: forged /mutate reviews of `count` distinct shapes (a GPU pod pinned to a made-up product
+    each) in the steady load's namespace. The bench's webhook runs without client authentication, as a caller the
+    chart's default would refuse; what bounds them is `conversion.maxObjectsPerNamespace`: the first ones are
+    converted (each makes a template), the rest refused at the cap, none admitted with its legacy limit."""
+    answers: dict[str, int] = {}
+    unconverted = internal = 0
+    started = time.perf_counter()
+
+    async def one(n: int) -> None:
+        nonlocal unconverted, internal
+        body = _pod(f"forged-shape-{n}", [_ctr({"nvidia.com/gpu": 1})],
+                    nodeSelector={"nvidia.com/gpu.product": f"FORGED-{n:06d}"})
+        try:
+            async with session.post(url + "/mutate", data=body, headers={"Content-Type": "application/json"}
+                                    ) as response:
+                data = await response.read()
+                answer = _verdict(response.status, data)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            answer = {"http": type(exc).__name__, "internal_error": True}
+            data = b""
+        if answer.get("allowed") is True:
+            key = "converted" if b'"patch"' in data else "admitted_unconverted"
+            unconverted += key == "admitted_unconverted"
+        elif b"maxObjectsPerNamespace" in data:
+            key = "refused_at_cap"
+        else:
+            key = f"{answer['http']}/{answer.get('code')}"
+        answers[key] = answers.get(key, 0) + 1
+        internal += bool(answer["internal_error"])
+
+    for first in range(0, count, 4):
+        await asyncio.gather(*(one(n) for n in range(first, min(first + 4, count))))
+    return {"class": "22_forged_shapes", "sent": count, "seconds": round(time.perf_counter() - started, 3),
+            "answers": answers, "admitted_unconverted": unconverted, "internal_error": bool(internal or unconverted)}
 
 
 # ---- the steady load and the figures ----------------------------------------------------------------------------

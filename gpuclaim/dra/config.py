@@ -160,6 +160,9 @@ class ConversionConfig:
     # gpuclaim's own namespace is always excluded too (known at runtime)
     excluded_namespaces: tuple[str, ...] = field(default=("kube-system",), metadata=_meta(_namespaces))
     scheduler_name: str | None = None
+    #: the ResourceClaimTemplates and shared ResourceClaims gpuclaim makes in one namespace (issue 22, item 6:
+    #: forged reviews of distinct shapes made 50,000, each held by every watcher); past it the pod is refused
+    max_objects_per_namespace: int = field(default=200, metadata=_meta(_positive))
 
     def mapping_for(self, resource_name: str) -> ResourceMapping | None:
         """The first mapping that applies to a resource name (exact names and wildcards, in file order)."""

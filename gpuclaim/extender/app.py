@@ -65,8 +65,8 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     app[keys.READINESS] = readiness
     app[keys.REGISTRY] = registry
     app[keys.LONG_CALLS] = asyncio.Lock()
-    app.router.add_post("/prioritize", handlers.prioritize)
-    app.router.add_post("/filter", handlers.filter_nodes)
+    app.router.add_post("/prioritize", handlers.prioritize, expect_handler=handlers.expect_continue)
+    app.router.add_post("/filter", handlers.filter_nodes, expect_handler=handlers.expect_continue)
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     return app

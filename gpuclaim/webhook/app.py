@@ -147,8 +147,8 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
         app.on_startup.append(_warm)
     app.cleanup_ctx.append(_cluster_view)
     app.cleanup_ctx.append(_garbage_collection)  # after the view: it reads it, and stops before it
-    app.router.add_post("/mutate", handlers.mutate)
-    app.router.add_post("/validate", handlers.validate)
+    app.router.add_post("/mutate", handlers.mutate, expect_handler=handlers.expect_continue)
+    app.router.add_post("/validate", handlers.validate, expect_handler=handlers.expect_continue)
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     return app

@@ -149,7 +149,7 @@ spec:
             - name: tls
               mountPath: /etc/gpuclaim/tls
               readOnly: true
-            {{- if and (eq .component "webhook") $v.clientAuth.caConfigMap }}
+            {{- if and (eq .component "webhook") $v.clientAuth.enabled }}
             - name: client-ca
               mountPath: /etc/gpuclaim/client-ca
               readOnly: true
@@ -169,7 +169,7 @@ spec:
                 path: tls.crt
               - key: tls.key
                 path: tls.key
-        {{- if and (eq .component "webhook") $v.clientAuth.caConfigMap }}
+        {{- if and (eq .component "webhook") $v.clientAuth.enabled }}
         - name: client-ca
           configMap:
             name: {{ $v.clientAuth.caConfigMap }}

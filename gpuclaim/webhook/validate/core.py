@@ -37,6 +37,9 @@ def validate_object(
     ``check_selectors`` False: nothing that compiles or parses CEL runs (no selector check, dry-run or driver-schema
     check), for an object whose selectors are past the webhook's compile budget; the rest is checked."""
     findings = Findings()
+    if operation not in ("CREATE", "UPDATE"):
+        # nothing new to check; a DELETE's object is null (issue 22, item 7: it was denied as "not an object")
+        return findings.verdict()
     if not isinstance(obj, Mapping):
         findings.deny(FieldError.invalid(Path.root("kind"), type(obj).__name__, "expected a Kubernetes object"))
         return findings.verdict()
@@ -49,7 +52,7 @@ def validate_object(
     if kind == "ResourceSlice" and lint:
         _resource_slice(obj, kubernetes, findings)
         return findings.verdict()
-    if kind not in CHECKED_KINDS or operation not in ("CREATE", "UPDATE"):
+    if kind not in CHECKED_KINDS:
         return findings.verdict()
     converted, note = structure.to_v1(obj)
     if note is not None:
