@@ -479,7 +479,8 @@ class CoreChecks:
             meta = obj["metadata"]
             verdict = validate.validate_object(obj, operation="CREATE", namespace=meta.get("namespace"),
                                                inventory=validate.OfflineInventory(), config=ctx.config,
-                                               check_selectors=late is None and not guarded, kubernetes=kubernetes)
+                                               check_selectors=late is None and not guarded, kubernetes=kubernetes,
+                                               admitted=False)  # no apiserver saw it yet
             # a conversion makes one object (a template, or a sharing group's claim): interpreter limits are its
             for error in (*verdict.denials, *(guarded if obj is objects[0] else ())):
                 errors.append(FieldError.forbidden(Path.root("spec", "resourceClaims"), (
