@@ -1,0 +1,105 @@
+"""The budget for request bodies a server holds at once, so the bodies it reads cannot take it past its memory
+limit (issue 22, item 5).
+
+Each connection's body bound (`connections.read_body`) limits how long a body may take, not how many are held:
+120 connections each sending 3 MiB minus one byte took the webhook from 284 to 829 MB (its chart limit is
+512 Mi). `middleware` charges each request with a body its declared size (`client_max_size` when it has no
+length or is compressed: that is what `read` may take) from the request's start until its handler returns, and
+answers past the budget without reading the body:
+
+- 429 when the request's source (peer IP) would hold more than half the budget: that client is the flood, and
+  kube-apiserver (another source) keeps the other half;
+- 503 when the server as a whole would pass it.
+
+Both carry `Retry-After`. Neither check counts against a request while its scope holds nothing: a body up to
+`client_max_size` sent alone is never refused, whatever the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import hdrs, web
+
+from gpuclaim.serving import connections
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Refused = Callable[[str], None]  # called with the scope that refused: "source" or "server"
+
+RETRY_AFTER_SECONDS = 1
+
+
+class BodyBudget:
+    """Bytes of request bodies held, in all and per source; `on_refused` counts refusals (the metric)."""
+
+    __slots__ = ("by_source", "held", "limit", "on_refused")
+
+    def __init__(self, limit: int, on_refused: Refused | None = None) -> None:
+        self.limit = limit
+        self.held = 0
+        self.by_source: dict[str, int] = {}
+        self.on_refused = on_refused
+
+    def take(self, source: str, size: int) -> str | None:
+        """Charge `size` bytes to `source`; None when taken, else the scope that refused."""
+        mine = self.by_source.get(source, 0)
+        if mine and 2 * (mine + size) > self.limit:
+            return self._refuse("source")
+        if self.held and self.held + size > self.limit:
+            return self._refuse("server")
+        self.held += size
+        self.by_source[source] = mine + size
+        return None
+
+    def _refuse(self, scope: str) -> str:
+        if self.on_refused is not None:
+            self.on_refused(scope)
+        return scope
+
+    def give_back(self, source: str, size: int) -> None:
+        self.held -= size
+        left = self.by_source[source] - size
+        if left:
+            self.by_source[source] = left
+        else:
+            del self.by_source[source]
+
+
+BODY_BUDGET = web.AppKey("gpuclaim.serving.body_budget", BodyBudget)
+
+
+def charge(request: web.Request) -> int:
+    """The bytes a request's body is charged: 0 without a body."""
+    declared = request.content_length
+    if request.headers.get(hdrs.CONTENT_ENCODING) or (declared is None and request.body_exists):
+        return request.client_max_size  # a compressed or chunked body may grow to what `read` accepts
+    return min(declared or 0, request.client_max_size)
+
+
+def _refusal(budget: BodyBudget, scope: str, source: str, size: int) -> web.Response:
+    if scope == "source":
+        text = (f"too many request bodies from {source} at once: {budget.by_source.get(source, 0)} bytes held, "
+                f"{size} more asked, half of maxBufferedBodyBytes ({budget.limit}) per client")
+        status = 429
+    else:
+        text = (f"the server holds {budget.held} bytes of request bodies, {size} more would pass "
+                f"maxBufferedBodyBytes ({budget.limit})")
+        status = 503
+    return web.Response(status=status, text=f"{text}; retry after {RETRY_AFTER_SECONDS}s\n",
+                        headers={hdrs.RETRY_AFTER: str(RETRY_AFTER_SECONDS)})
+
+
+@web.middleware
+async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    size = charge(request)
+    if not size:
+        return await handler(request)
+    budget = request.app[BODY_BUDGET]
+    source = connections.source_of(request.remote or "")
+    refused = budget.take(source, size)
+    if refused is not None:
+        return _refusal(budget, refused, source, size)  # the body is not read: aiohttp's lingering close drops it
+    try:
+        return await handler(request)
+    finally:
+        budget.give_back(source, size)
