@@ -5,8 +5,12 @@ Each connection's body bound (`connections.read_body`) limits how long a body ma
 120 connections each sending 3 MiB minus one byte took the webhook from 284 to 829 MB (its chart limit is
 512 Mi). `middleware` charges each request with a body its declared size (`client_max_size` when it has no
 length or is compressed: that is what `read` may take) from the request's start until its answer is written,
-and `ANSWER_COPIES` times the answer's size while it is written (an answer the client does not read stays in
-memory until the connection's write bound drops it). Past the budget it answers
+and the answer's size while it is written (an answer the client does not read stays in memory until the
+connection's write bound drops it). The answer is written in steps of `WRITE_STEP` bytes, each after the
+transport has taken the last: asyncio's TLS layer encrypts at once all it is given, whether the client reads or
+not, so an answer handed over whole was held three times (its bytes, aiohttp's copy joined to the head, the
+encrypted copy; 15 clients not reading the answer to a big pod added 15.6 MB of RSS each in the hostile bench)
+and encrypted in one call on the event loop. Past the budget it answers
 without reading the body, and closes the connection without reading the rest either (reading a refused body
 would be work the flooding client chose):
 
@@ -30,10 +34,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Refused = Callable[[str], None]  # called with the scope that refused: "source" or "server"
 
 RETRY_AFTER_SECONDS = 1
-# An answer not read is held three times: its bytes, aiohttp's copy joined to the head, and asyncio's encrypted
-# copy in the TLS layer's outgoing buffer (which encrypts all it is given, whether the socket takes it or not).
-# Measured in the hostile bench: 15 clients not reading the answer to a big pod added 15.6 MB of RSS each.
-ANSWER_COPIES = 3
+WRITE_STEP = 64 * 1024  # aiohttp's own drain threshold
 
 
 class BodyBudget:
@@ -117,13 +118,23 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
         return answer
     try:
         response = await handler(request)
-        body = response.body if isinstance(response, web.Response) else None
-        if isinstance(body, bytes) and not response.prepared:
-            # written here, within the charge: aiohttp would write it after the middlewares returned
-            budget.add(source, ANSWER_COPIES * len(body))
-            size += ANSWER_COPIES * len(body)
-            await response.prepare(request)
-            await response.write_eof()
-        return response
+        if not isinstance(response, web.Response) or not isinstance(response.body, bytes) or response.prepared:
+            return response
+        body = response.body
+        # written here, within the charge: aiohttp would write it after the middlewares returned
+        budget.add(source, len(body))
+        size += len(body)
+        return await _write_in_steps(request, response, body)
     finally:
         budget.give_back(source, size)
+
+
+async def _write_in_steps(request: web.Request, response: web.Response, body: bytes) -> web.StreamResponse:
+    stream = web.StreamResponse(status=response.status, reason=response.reason, headers=response.headers)
+    stream.content_length = len(body)
+    await stream.prepare(request)
+    view = memoryview(body)
+    for start in range(0, len(body), WRITE_STEP):
+        await stream.write(view[start:start + WRITE_STEP])  # waits while the transport holds too much
+    await stream.write_eof()
+    return stream
