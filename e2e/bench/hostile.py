@@ -2,17 +2,22 @@
 API double behind it) while ordinary traffic runs; what each class costs everyone else.
 
 Processes: the API double, `gpuclaim webhook --kubeconfig` against it, and the attacker (this module run as
-`python -m e2e.bench.hostile attack URL CA`), which sends each hostile class in turn, then holds idle TLS
-connections open and sends distinct 1.4 MB pods, and waits while the webhook's RSS is read. This process runs
-the steady load: 100 ordinary admissions per second (pods to /mutate and claims to /validate, alternating) and
-20 /healthz probes per second, each timed from the client.
+`python -m e2e.bench.hostile attack URL CA IDLE PODS METRICS_URL quick|full`), which sends each hostile class
+in turn, then runs issue 22's phases (`_phase_*`: a one-source connection flood on the TLS and metrics ports,
+slow readers, partial bodies), then holds idle TLS connections open and sends distinct 1.4 MB pods, and waits
+while the webhook's RSS is read. The attacker connects from 127.0.0.2 (its big pods from 127.0.0.3): the
+servers share their places per source, and kube-apiserver is not the attacker. This process runs the steady
+load from 127.0.0.1: 100 ordinary admissions per second (pods to /mutate and claims to /validate, alternating),
+20 /healthz probes per second on the TLS port and 10 on the metrics port (a new connection each, as kubelet's
+liveness probe), each timed from the client, and reads the webhook's RSS 5 times a second.
 
-Figures: `healthz_p99_ms` (target <= 50), `ordinary_p99_ms` (target <= 20), `internal_errors` (target 0: an
-HTTP 500, a 500-coded denial, or an "internal error" / "admitted unchanged" / "without gpuclaim's checks"
-answer, to ordinary or hostile requests), `rss_mb` (the webhook's RSS after the idle connections and the big
-pods; target <= 300), and per class the HTTP status, the answer and the seconds it took. Every process shares
-the machine's CPUs: `baseline_*` are the same figures over the first seconds of steady load, before the
-attacker starts, so a loaded machine shows in them as well.
+Figures: `healthz_p99_ms` and `metrics_healthz_p99_ms` (target <= 50), `ordinary_p99_ms` (target <= 20),
+`internal_errors` (target 0: an HTTP 500, a 500-coded denial, or an "internal error" / "admitted unchanged" /
+"without gpuclaim's checks" answer, to ordinary or hostile requests), `rss_mb` (the webhook's RSS after the
+idle connections and the big pods; target <= 300), `rss_peak_mb` (its VmHWM; target <= 512, the chart's
+limit), per phase the same latencies and the RSS peak, and per class the HTTP status, the answer and the
+seconds it took. Every process shares the machine's CPUs: `baseline_*` are the same figures over the first
+seconds of steady load, before the attacker starts, so a loaded machine shows in them as well.
 """
 
 from __future__ import annotations
