@@ -192,6 +192,9 @@ async def _listeners(host: str, port: int, backlog: int, gate: Gate) -> list[soc
 BOUNDS = web.AppKey("gpuclaim.serving.bounds", Bounds)
 
 
+_ASSUMED = ("_request_count", "_waiter")  # aiohttp RequestHandler attributes _Bounded reads
+
+
 class _Bounded(asyncio.Protocol):
     """Forwards to aiohttp's protocol for the whole connection; aborts it when a request head is not complete in
     time, or when writing stayed paused (the client not reading) too long since the last head.
@@ -289,6 +292,14 @@ class BoundedSite(web.BaseSite):
         return f"{'https' if self._ssl_context else 'http'}://{self._host}:{self._port}"
 
     async def start(self) -> None:
+        # _Bounded reads two private attributes of aiohttp's protocol: a version without them is refused here,
+        # at start, rather than failing every connection
+        from aiohttp import web_protocol
+
+        missing = [a for a in _ASSUMED if not hasattr(web_protocol.RequestHandler, a)]
+        if missing:
+            raise RuntimeError(f"this aiohttp's RequestHandler has no {', '.join(missing)}: gpuclaim.serving "
+                               "bounds request heads with them (tested with aiohttp 3.14)")
         await super().start()
         factory = self._runner.server
         assert factory is not None

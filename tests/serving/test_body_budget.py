@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import aiohttp
+import orjson
 import pytest
 
 from . import served
@@ -88,3 +90,21 @@ async def test_a_body_alone_is_taken_whatever_its_size(kind: str, path: str, tmp
         finally:
             writer.close()
         await _until(lambda: _held(s) == 0, "the charge given back")
+
+
+async def test_an_answer_of_many_write_steps_arrives_whole_and_is_charged_until_written(tmp_path: Path) -> None:
+    # answers are written in 64 KiB steps within the charge (so an unread one stops at the transport's high-water
+    # mark instead of being encrypted whole); 10,000 equal priorities are ~300 KB, five steps
+    names = [f"node-{i:05d}" for i in range(10_000)]
+    body = orjson.dumps({"Pod": {"metadata": {"name": "p", "namespace": "default"}, "spec": {"containers": []}},
+                         "Nodes": None, "NodeNames": names})
+    async with served.serve("extender", tmp_path, {}) as s:
+        connector = aiohttp.TCPConnector(ssl=s.client)
+        async with (aiohttp.ClientSession(connector=connector) as session,
+                    session.post(f"https://{s.host}:{s.port}/prioritize", data=body,
+                                 headers={"Content-Type": "application/json"}) as response):
+            data = await response.read()
+        assert response.status == 200 and len(data) > 4 * 64 * 1024
+        assert response.headers["Content-Length"] == str(len(data))
+        assert [entry["Host"] for entry in orjson.loads(data)] == names
+        await _until(lambda: _held(s) == 0, "the body and the answer given back")
