@@ -244,8 +244,7 @@ class WebhookConfig:
     # one source (peer IP: kube-apiserver is one per replica) may hold this many of them: one flooding client
     # leaves 7/8 of the places to the others (issue 22, item 3)
     max_connections_per_source: int = field(default=128, metadata=_meta(_positive))
-    # request bodies held at once (being read or answered), by declared size; one source at most half of it
-    # (serving/bodies.py); ~3x that in RSS at the peak (a body read, copied once, decoded)
+    # request bodies (by declared size) and answers held at once; one source at most half of it (serving/bodies.py)
     max_buffered_body_bytes: int = field(default=48 * 1024 * 1024, metadata=_meta(_positive))
 
 

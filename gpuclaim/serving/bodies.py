@@ -8,11 +8,12 @@ length or is compressed: that is what `read` may take) from the request's start 
 and the answer's size while it is written (an answer the client does not read stays in memory until the
 connection's write bound drops it). The answer is written in steps of `WRITE_STEP` bytes, each after the
 transport has taken the last: asyncio's TLS layer encrypts at once all it is given, whether the client reads or
-not, so an answer handed over whole was held three times (its bytes, aiohttp's copy joined to the head, the
-encrypted copy; 15 clients not reading the answer to a big pod added 15.6 MB of RSS each in the hostile bench)
-and encrypted in one call on the event loop. Past the budget it answers
-without reading the body, and closes the connection without reading the rest either (reading a refused body
-would be work the flooding client chose):
+not, so an answer handed over whole is held three times (its bytes, aiohttp's copy joined to the head, the
+encrypted copy) and encrypted in one call on the event loop; in steps, an unread one stops at the transport's
+high-water mark, where the write bound sees the pause.
+
+Past the budget it answers without reading the body, and closes the connection without reading the rest either
+(reading a refused body would be work the flooding client chose):
 
 - 429 when the request's source (peer IP) would hold more than half the budget: that client is the flood, and
   kube-apiserver (another source) keeps the other half;

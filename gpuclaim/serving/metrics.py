@@ -35,7 +35,8 @@ class ConnectionMetrics:
     TLS port) or `metrics`: the connections each listening site holds, and those it closed at accept, bound
     `site` (it held `maxConnections` already) or `source` (their source held `maxConnectionsPerSource`).
     `gpuclaim_request_body_bytes` and `gpuclaim_request_bodies_refused_total{scope}`: the bytes of request
-    bodies held (`maxBufferedBodyBytes`), and the requests refused for it (429 `source`, 503 `server`)."""
+    bodies and answers held (`maxBufferedBodyBytes`), and the requests refused for it (429 `source`, 503
+    `server`)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.open = Gauge("gpuclaim_connections_open", "connections open on a listening site", ["site"],
@@ -48,7 +49,8 @@ class ConnectionMetrics:
             for bound in ("site", "source"):
                 self.refused.labels(site=site, bound=bound)
         self.body_bytes = Gauge("gpuclaim_request_body_bytes",
-                                "bytes of request bodies held (declared sizes), charged to maxBufferedBodyBytes",
+                                "request bodies (declared sizes) and answers being written, charged to "
+                                "maxBufferedBodyBytes",
                                 registry=registry)
         self.bodies_refused = Counter("gpuclaim_request_bodies_refused_total",
                                       "requests refused for maxBufferedBodyBytes: scope=source answered 429, "
