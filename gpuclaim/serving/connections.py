@@ -10,10 +10,10 @@ to 500 MB). aiohttp has a keep-alive timer but no header, body or write timeout,
   first head must be complete `header_seconds` after the handshake; a later one `header_seconds` after its first
   byte (before, a later head on a kept-alive connection was held up to the idle bound, 120 s). A complete head
   is one aiohttp parsed.
-- Writes: an answer the client does not read pins its bytes and its handler (4.8 MB for the webhook's answer to
-  a big pod, measured). `_Bounded` counts the time the transport held writing paused (its buffer over the high
-  water mark: the client is not reading) since the last request head, and aborts the connection past
-  `write_seconds`.
+- Writes: an answer the client does not read pinned its bytes and its handler for as long as the client kept
+  the connection (issue 22 measured ~4.8 MB per such connection of the webhook, for 150 s and more). `_Bounded`
+  counts the time the transport held writing paused (its buffer over the high-water mark: the client is not
+  reading) since the last request head, and aborts the connection past `write_seconds`.
 - Idle keep-alive: aiohttp's `keepalive_timeout`, counted from the previous response.
 - Request body: `read_body`, a deadline on reading the whole body: HTTP 408, and the connection closed at most
   the same time later (aiohttp's lingering close, bounded by `serve`, lets a client still sending read the 408).
