@@ -118,7 +118,9 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
     metrics = WebhookMetrics(registry)
     serving_metrics.register_server_metrics(registry, component="webhook",
                                             cert_expiry=reloader.expiry_timestamp if reloader else None)
-    serving.install(app, timeouts=config.webhook.timeouts, max_connections=config.webhook.max_connections)
+    serving.install(app, timeouts=config.webhook.timeouts, max_connections=config.webhook.max_connections,
+                    max_connections_per_source=config.webhook.max_connections_per_source,
+                    max_buffered_body_bytes=config.webhook.max_buffered_body_bytes)
     if reloader is not None:
         app.cleanup_ctx.append(reloader.cleanup_ctx)
         if config.webhook.client_auth.ca_file:
