@@ -33,6 +33,7 @@ import requests
 import yaml
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from e2e.kube import admission
 from e2e.kube.api import Api, wait_for
 from gpuclaim.certs import material, selfsigned
 
@@ -181,7 +182,8 @@ class ControlPlane:
     def start_core(self) -> None:
         for d in (self.logs, self.pki):
             d.mkdir(parents=True, exist_ok=True)
-        for name in ("etcd-client", "etcd-peer", "apiserver", "controller-manager", "scheduler"):
+        # gpuclaim's webhook too: kube-apiserver's admission kubeconfig names its address (e2e.kube.admission)
+        for name in ("etcd-client", "etcd-peer", "apiserver", "controller-manager", "scheduler", "gpuclaim-webhook"):
             self.ports[name] = free_port()
         self._pki()
         self._timed("etcd", self._start_etcd)
@@ -199,6 +201,8 @@ class ControlPlane:
         serving = selfsigned.issue_serving(ca=ca, now=now, names=selfsigned.Names.build(
             ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"], ["127.0.0.1"]))
         self.ca_file.write_bytes(ca.cert_pem)
+        admission.write_config(self.pki, client=admission.client_certificate(ca, now=now),
+                               webhook_address=f"127.0.0.1:{self.ports['gpuclaim-webhook']}")
         (self.pki / "apiserver.crt").write_bytes(serving.cert_pem)
         (self.pki / "apiserver.key").write_bytes(serving.key_pem)
         (self.pki / "apiserver.key").chmod(0o600)
@@ -243,6 +247,8 @@ class ControlPlane:
             "--authorization-mode=RBAC",
             # no kubelet and no node-lifecycle-controller: nothing would ever lift the creation-time not-ready taint
             "--disable-admission-plugins=TaintNodesByCondition",
+            # its client certificate for gpuclaim's webhook, as docs/hardening.md tells a cluster admin
+            f"--admission-control-config-file={pki / 'admission.yaml'}",
             "--profiling=false", "--v=1"], self.logs)
         api = self.api()
         try:

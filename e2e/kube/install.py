@@ -245,6 +245,8 @@ class Gpuclaim:
     def install(self, api: Api) -> None:
         for name in ("webhook", "webhook-metrics", "extender", "extender-metrics"):
             self.ports[name] = free_port()
+        # the address kube-apiserver's admission kubeconfig holds its client certificate for
+        self.ports["webhook"] = self.plane.ports.get("gpuclaim-webhook", self.ports["webhook"])
         self.rendered = render_chart(merge_values(BASE_VALUES, self.values))
         self.skipped_kinds = sorted({o["kind"] for o in self.rendered if o["kind"] not in APPLIED_KINDS})
         objects = []
@@ -261,7 +263,7 @@ class Gpuclaim:
         api.apply_all(first)
         api.apply_all(o for o in objects if o["kind"].endswith("WebhookConfiguration"))
         config_map = next(o for o in self.rendered if o["kind"] == "ConfigMap" and "config.yaml" in o["data"])
-        self.config_path.write_text(config_map["data"]["config.yaml"])
+        self.config_path.write_text(self.local_config(api, config_map["data"]["config.yaml"]))
         for component in ("webhook", "extender", "certs"):
             self.accounts[component] = service_account(self.rendered, component)
             token = request_token(api, NAMESPACE, self.accounts[component])
@@ -270,6 +272,25 @@ class Gpuclaim:
                                        f"system:serviceaccount:{NAMESPACE}:{self.accounts[component]}"))
             path.chmod(0o600)
         self.run_certs()
+
+    def local_config(self, api: Api, text: str) -> str:
+        """The rendered config for the local webhook process: files the pod would mount are read from where the
+        chart mounts them from. The client CA (`webhook.clientAuth`) is the ConfigMap of the Deployment's
+        `client-ca` volume (by default `kube-root-ca.crt`, which kube-controller-manager publishes)."""
+        config = yaml.safe_load(text) or {}
+        auth = (config.get("webhook") or {}).get("clientAuth") or {}
+        if not auth.get("caFile"):
+            return text
+        volumes = [v for o in self.rendered if o["kind"] == "Deployment"
+                   for v in o["spec"]["template"]["spec"].get("volumes") or () if v["name"] == "client-ca"]
+        name = volumes[0]["configMap"]["name"]
+        path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{name}"
+        wait_for(f"ConfigMap {NAMESPACE}/{name}", lambda: api.request("GET", path)[0] == 200, timeout=60)
+        ca = self.plane.run / "client-ca" / "ca.crt"
+        ca.parent.mkdir(exist_ok=True)
+        ca.write_text(api.get(path)["data"]["ca.crt"])
+        auth["caFile"] = str(ca)
+        return yaml.safe_dump(config, sort_keys=False)
 
     def run_certs(self) -> None:
         """`gpuclaim certs` as the chart's certs Job runs it, with the certs ServiceAccount's token: the Secret,

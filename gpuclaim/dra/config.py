@@ -160,6 +160,9 @@ class ConversionConfig:
     # gpuclaim's own namespace is always excluded too (known at runtime)
     excluded_namespaces: tuple[str, ...] = field(default=("kube-system",), metadata=_meta(_namespaces))
     scheduler_name: str | None = None
+    #: the ResourceClaimTemplates and shared ResourceClaims gpuclaim makes in one namespace (issue 22, item 6:
+    #: forged reviews of distinct shapes made 50,000, each held by every watcher); past it the pod is refused
+    max_objects_per_namespace: int = field(default=200, metadata=_meta(_positive))
 
     def mapping_for(self, resource_name: str) -> ResourceMapping | None:
         """The first mapping that applies to a resource name (exact names and wildcards, in file order)."""
@@ -225,6 +228,8 @@ class ConnectionTimeouts:
     header_seconds: float = field(default=10.0, metadata=_meta(_positive))
     body_seconds: float = field(default=10.0, metadata=_meta(_positive))
     idle_seconds: float = field(default=120.0, metadata=_meta(_positive))
+    #: writing paused (the client not reading the answer) this long in all since the last request head: closed
+    write_seconds: float = field(default=10.0, metadata=_meta(_positive))
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +244,11 @@ class WebhookConfig:
     timeouts: ConnectionTimeouts = ConnectionTimeouts()
     # ~67 KB per idle TLS connection (measured): 1024 of them stay well inside the chart's 512Mi with the caches
     max_connections: int = field(default=1024, metadata=_meta(_positive))
+    # one source (peer IP: kube-apiserver is one per replica) may hold this many of them: one flooding client
+    # leaves 7/8 of the places to the others (issue 22, item 3)
+    max_connections_per_source: int = field(default=128, metadata=_meta(_positive))
+    # request bodies (by declared size) and answers held at once; one source at most half of it (serving/bodies.py)
+    max_buffered_body_bytes: int = field(default=48 * 1024 * 1024, metadata=_meta(_positive))
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +297,9 @@ class ExtenderConfig:
     grace_period_seconds: float = field(default=25.0, metadata=_meta(_non_negative))
     timeouts: ConnectionTimeouts = ConnectionTimeouts()
     max_connections: int = field(default=1024, metadata=_meta(_positive))
+    max_connections_per_source: int = field(default=128, metadata=_meta(_positive))
+    # a body alone is always taken (kube-scheduler's NodeList may be 64 MiB); the rest as the webhook's
+    max_buffered_body_bytes: int = field(default=128 * 1024 * 1024, metadata=_meta(_positive))
     # candidate nodes in one /prioritize or /filter; kube-scheduler sends at most its numFeasibleNodesToFind
     # (500 at 5,000 nodes with the default percentageOfNodesToScore), all nodes only when that is set to 100
     max_nodes: int = field(default=15_000, metadata=_meta(_positive))

@@ -47,7 +47,9 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
         raise ValueError("create_app: give exactly one of api (watch the cluster) or view (a ready view)")
     app = web.Application(client_max_size=max_body_bytes)
     registry = registry if registry is not None else CollectorRegistry()
-    serving.install(app, timeouts=config.extender.timeouts, max_connections=config.extender.max_connections)
+    serving.install(app, timeouts=config.extender.timeouts, max_connections=config.extender.max_connections,
+                    max_connections_per_source=config.extender.max_connections_per_source,
+                    max_buffered_body_bytes=config.extender.max_buffered_body_bytes)
     serving_metrics.register_server_metrics(registry, component="extender",
                                             cert_expiry=reloader.expiry_timestamp if reloader else None)
     readiness = readiness or Readiness()
@@ -66,8 +68,8 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     app[keys.READINESS] = readiness
     app[keys.REGISTRY] = registry
     app[keys.LONG_CALLS] = asyncio.Lock()
-    app.router.add_post("/prioritize", handlers.prioritize)
-    app.router.add_post("/filter", handlers.filter_nodes)
+    app.router.add_post("/prioritize", handlers.prioritize, expect_handler=handlers.expect_continue)
+    app.router.add_post("/filter", handlers.filter_nodes, expect_handler=handlers.expect_continue)
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     return app

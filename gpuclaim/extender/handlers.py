@@ -17,7 +17,7 @@ import time
 
 from aiohttp import web
 
-from gpuclaim.serving import connections, offload
+from gpuclaim.serving import connections, expect, offload
 
 from . import keys, mixed, predict, wire
 from .score import NodeVerdict
@@ -37,6 +37,15 @@ async def _body(request: web.Request) -> bytes:
         return await connections.read_body(request)
     except web.HTTPRequestEntityTooLarge:
         raise wire.WireError(f"request body over the limit of {request.client_max_size} bytes") from None
+
+
+def _too_large(request: web.Request) -> web.Response:
+    return web.Response(status=413, text=f"request body over the limit of {request.client_max_size} bytes\n")
+
+
+#: the routes' `Expect: 100-continue` answer: a declared length past the limit is refused before the body is
+#: invited (issue 22, item 7); kube-scheduler never sends the header, so no scheduling call gets this 413
+expect_continue = expect.expect_handler(too_large=_too_large)
 
 
 def _answer(body: bytes) -> web.Response:

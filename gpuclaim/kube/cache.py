@@ -28,6 +28,7 @@ from gpuclaim.kube.claims import ClaimIndex
 from gpuclaim.kube.client import KubeClient
 from gpuclaim.kube.inventory import Inventory, PoolView
 from gpuclaim.kube.metrics import CacheMetrics
+from gpuclaim.kube.owned import OwnedCount
 from gpuclaim.kube.reflector import Obj, Reflector, WatchSpec
 from gpuclaim.kube.sharing import Interner
 from gpuclaim.kube.version import ClusterVersion
@@ -95,13 +96,15 @@ class ClusterCache:
         self.metrics.watch_ages(self.ages, lambda: self.synced)
         self.inventory = Inventory()
         self.claim_index = ClaimIndex()
+        self.owned = OwnedCount()
         self._subscribers: list[Subscriber] = []
         self._tasks: list[asyncio.Task[None]] = []
         rng = rng or random.Random()
         interner = Interner()  # one table for all kinds: claims share strings with slices (pool, device names)
         handlers: dict[str, Callable[[Obj | None, Obj | None], None]] = {
             "ResourceSlice": self.inventory.on_slice, "Node": self.inventory.on_node,
-            "ResourceClaim": self.claim_index.on_claim, "DeviceClass": self.inventory.on_class,
+            "ResourceClaim": self._on_claim, "DeviceClass": self.inventory.on_class,
+            "ResourceClaimTemplate": self.owned.on_object,
         }
         self.reflectors: dict[str, Reflector] = {}
         for spec in self.specs:
@@ -111,6 +114,10 @@ class ClusterCache:
                                 rng=random.Random(rng.getrandbits(64))),
                 metrics=self.metrics, silence_timeout=silence_timeout, watch_timeout=watch_timeout, clock=clock,
                 interner=interner, on_list=self._listed.set)
+
+    def _on_claim(self, old: Obj | None, new: Obj | None) -> None:
+        self.claim_index.on_claim(old, new)
+        self.owned.on_object(old, new)
 
     def _sink(self, kind: str, handler: Callable[[Obj | None, Obj | None], None] | None
               ) -> Callable[[str, Obj | None, Obj | None], None]:
@@ -220,6 +227,10 @@ class ClusterCache:
 
     def device_class(self, name: str) -> Obj | None:
         return self.reflectors["DeviceClass"].items.get(name)
+
+    def owned_count(self, namespace: str) -> int:
+        """The ResourceClaimTemplates and shared ResourceClaims gpuclaim made in `namespace` (`kube.owned`)."""
+        return self.owned.count(namespace)
 
     def template(self, namespace: str, name: str) -> Obj | None:
         """A gpuclaim-managed ResourceClaimTemplate (only those are watched)."""

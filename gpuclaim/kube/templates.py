@@ -18,11 +18,24 @@ API_VERSION = "resource.k8s.io/v1"
 
 
 class TemplateError(Exception):
-    """`reference` is one of: template-differs, api-unavailable, api-rejected."""
+    """`reference` is one of: template-differs, api-refused (the API server answered 4xx other than 409: the
+    object or its namespace is refused, e.g. invalid, namespace missing, quota full), api-unavailable,
+    api-rejected (any other error status: 5xx, a 409 conflict). `status` is the API server's (code, reason)
+    for api-refused."""
 
-    def __init__(self, reference: str, message: str) -> None:
+    def __init__(self, reference: str, message: str, *, status: tuple[int, str] | None = None) -> None:
         super().__init__(message)
         self.reference = reference
+        self.status = status
+
+
+def refused(exc: ApiError) -> bool:
+    """The API server refused the request itself (4xx other than 409): asking again gets the same answer, so it is
+    the object's refusal, never "unavailable" (issue 22, item 2: a 422 on a too-long selector or a 403 of a full
+    quota was answered per internalErrorPolicy, which admitted the pod unconverted). A 409 is a race with another
+    writer, not an answer about the object. A 429 is a refusal too: passed on as 429, the pod's client retries
+    as it would after the API server's own 429."""
+    return 400 <= exc.code < 500 and exc.code != 409
 
 
 def _default_exact(request: Any) -> None:
@@ -97,6 +110,9 @@ async def ensure_template(client: KubeClient, namespace: str, template: Obj, *, 
     except ApiUnavailable as exc:
         raise TemplateError("api-unavailable", f"{where}: {exc}") from None
     except ApiError as exc:
+        if refused(exc):
+            raise TemplateError("api-refused", f"{where}: the API server refused it: {exc}",
+                                status=(exc.code, exc.reason)) from None
         raise TemplateError("api-rejected", f"{where}: the API server refused it: {exc}") from None
     diffs = differences(normalized_spec(existing), normalized_spec(body))
     if diffs:

@@ -2,7 +2,9 @@
 
 - `run.serve`: the main site over TLS and the metrics site, SIGTERM/SIGINT, a grace period for in-flight requests,
   /readyz 503 while stopping (`run.stopping`), cleanup in `finally`.
-- `connections`: the bounds on one connection (TLS handshake, first request head, body read, idle keep-alive).
+- `connections`: the bounds on one connection (TLS handshake, every request head, body read, unread answers, idle
+  keep-alive), and on the connections of a site and of one source.
+- `bodies`: the budget for request bodies and answers held at once, per server and per source (429/503).
 - `metrics`: the /metrics app and the series every server has (build info, certificate expiry).
 - `logs`: JSON or text log lines on stderr, per `logging.format`.
 - `offload`: the worker thread that decodes big request bodies off the event loop.

@@ -1,27 +1,33 @@
-"""The bounds on one client connection, so idle and slow connections cannot pile up (issue 14, finding 4).
+"""The bounds on one client connection, and on the connections of one client (issue 14, finding 4; issue 22).
 
 Measured on aiohttp 3.14 before this module: a TLS connection that completed its handshake and then sent nothing,
 or sent its request head or body a byte at a time, stayed open for good (1,500 of them took the webhook from 82
-to 500 MB). aiohttp has a keep-alive timer but no header or body timeout, so each bound is set where it can be:
+to 500 MB). aiohttp has a keep-alive timer but no header, body or write timeout, so each bound is set where it can:
 
 - TLS handshake: asyncio's `ssl_handshake_timeout` on the listening socket (`BoundedSite`); its clock starts at
   the TCP accept, so a socket that never sends a ClientHello is closed by it too.
-- First request head: `_HeadDeadline` sits between the transport and aiohttp's protocol until the end of the
-  first request head (CRLF CRLF) has arrived, and closes the connection if it has not within the bound; then it
-  hands the transport to aiohttp's protocol directly (`set_protocol`), so it costs nothing afterwards.
-- Idle keep-alive (and the heads of later requests on a kept-alive connection): aiohttp's `keepalive_timeout`,
-  counted from the previous response.
+- Every request head: `_Bounded` sits between the transport and aiohttp's protocol for the whole connection. The
+  first head must be complete `header_seconds` after the handshake; a later one `header_seconds` after its first
+  byte (before, a later head on a kept-alive connection was held up to the idle bound, 120 s). A complete head
+  is one aiohttp parsed.
+- Writes: an answer the client does not read pinned its bytes and its handler for as long as the client kept
+  the connection (issue 22 measured ~4.8 MB per such connection of the webhook, for 150 s and more). `_Bounded`
+  counts the time the transport held writing paused (its buffer over the high-water mark: the client is not
+  reading) since the last request head, and aborts the connection past `write_seconds`.
+- Idle keep-alive: aiohttp's `keepalive_timeout`, counted from the previous response.
 - Request body: `read_body`, a deadline on reading the whole body: HTTP 408, and the connection closed at most
   the same time later (aiohttp's lingering close, bounded by `serve`, lets a client still sending read the 408).
-- Open connections per listening site: `Gate`. Each connection costs memory whatever it does (~67 KB for an idle
-  TLS one, measured), so the timeouts alone let a client that opens connections faster than they expire grow the
-  process without bound. The site's listening socket (`_GatedListener`) counts every accepted TCP connection until
-  its socket is closed (TLS handshakes in progress included) and, at the limit, closes a new connection with a
-  reset as it is accepted: no TLS handshake, no protocol, no memory. Connections already open are untouched, so
-  kube-apiserver's kept-alive connections keep working; each site (the main one, the metrics one) has its own
-  count, so a full main site leaves /healthz on the metrics port answering.
+- Open connections per listening site and per source: `Gate`. Each connection costs memory whatever it does
+  (~67 KB for an idle TLS one, measured), so the timeouts alone let a client that opens connections faster than
+  they expire grow the process without bound. The site's listening socket (`_GatedListener`) counts every
+  accepted TCP connection until its socket is closed (TLS handshakes in progress included) and, past a bound,
+  closes a new connection with a reset as it is accepted: no TLS handshake, no protocol, no memory. One source
+  (a peer IP address) may hold at most `max_connections_per_source`: with one count per site, one client held
+  every place and 83% of kube-apiserver's new connections were reset (issue 22, item 3). Past `max_connections`
+  a source holding no connection still gets one of `RESERVED_FOR_NEW_SOURCES` places, so a flood from many
+  sources does not keep out a client that comes once in a while: kubelet's probe, a first apiserver connection.
+  Connections already open are untouched; each site (the main one, the metrics one) has its own counts.
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +40,6 @@ from typing import Any, cast
 
 from aiohttp import web
 
-_HEAD_ENDS = (b"\r\n\r\n", b"\n\n")  # aiohttp's parser also accepts bare LF line ends
-
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
@@ -43,30 +47,59 @@ class Bounds:
     header_seconds: float
     body_seconds: float
     idle_seconds: float
+    write_seconds: float
     max_connections: int
+    max_connections_per_source: int
+
+
+#: places past `max_connections` for a source that holds no connection on the site (each ~67 KB)
+RESERVED_FOR_NEW_SOURCES = 16
+
+
+def source_of(address: Any) -> str:
+    """The source a peer address counts as: its IP (an IPv4-mapped IPv6 address as the IPv4 one); no port."""
+    host = str(address[0]) if isinstance(address, tuple | list) and address else str(address)
+    return host.removeprefix("::ffff:") if host.startswith("::ffff:") and "." in host else host
+
+
+Refused = Callable[[str], None]  # called with the bound that refused: "site" or "source"
 
 
 class Gate:
-    """The open connections of one listening site, and the bound on them. `on_refused` is called for each
-    connection closed at accept (the metric)."""
+    """The open connections of one listening site, per source, and the bounds on them. `on_refused` is called
+    for each connection closed at accept (the metric) with the bound that refused it."""
 
-    __slots__ = ("limit", "on_refused", "open")
+    __slots__ = ("by_source", "limit", "on_refused", "open", "per_source")
 
-    def __init__(self, limit: int, on_refused: Callable[[], None] | None = None) -> None:
+    def __init__(self, limit: int, per_source: int, on_refused: Refused | None = None) -> None:
         self.limit = limit
+        self.per_source = per_source
         self.open = 0
+        self.by_source: dict[str, int] = {}
         self.on_refused = on_refused
 
-    def enter(self) -> bool:
-        if self.open >= self.limit:
-            if self.on_refused is not None:
-                self.on_refused()
-            return False
+    def enter(self, source: str) -> bool:
+        held = self.by_source.get(source, 0)
+        if held >= self.per_source:
+            return self._refuse("source")
+        if self.open >= self.limit and (held or self.open >= self.limit + RESERVED_FOR_NEW_SOURCES):
+            return self._refuse("site")
         self.open += 1
+        self.by_source[source] = held + 1
         return True
 
-    def leave(self) -> None:
+    def _refuse(self, bound: str) -> bool:
+        if self.on_refused is not None:
+            self.on_refused(bound)
+        return False
+
+    def leave(self, source: str) -> None:
         self.open -= 1
+        held = self.by_source[source] - 1
+        if held:
+            self.by_source[source] = held
+        else:
+            del self.by_source[source]
 
 
 _RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and keeps no TIME_WAIT state
@@ -77,16 +110,17 @@ class _CountedSocket(socket.socket):
     """An accepted connection's socket: gives its place in the gate back when it is closed (asyncio's transport
     closes it when the connection is lost, whatever ended it: a handshake that failed, a timeout, the client)."""
 
-    __slots__ = ("_gate",)
+    __slots__ = ("_gate", "_source")
 
-    def __init__(self, *args: Any, gate: Gate | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, gate: Gate | None = None, source: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._gate = gate
+        self._source = source
 
     def _release(self) -> None:
         gate, self._gate = self._gate, None
         if gate is not None:
-            gate.leave()
+            gate.leave(self._source)
 
     def close(self) -> None:
         self._release()
@@ -114,16 +148,18 @@ class _GatedListener(socket.socket):
     def accept(self) -> tuple[socket.socket, Any]:
         for _ in range(_REFUSALS_PER_CALL):  # BlockingIOError from an empty backlog ends it, as asyncio expects
             conn, address = super().accept()
-            if not self._gate.enter():
+            source = source_of(address)
+            if not self._gate.enter(source):
                 try:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
                 finally:
                     conn.close()
                 continue
             try:
-                counted = _CountedSocket(conn.family, conn.type, conn.proto, fileno=conn.detach(), gate=self._gate)
+                counted = _CountedSocket(conn.family, conn.type, conn.proto, fileno=conn.detach(), gate=self._gate,
+                                         source=source)
             except BaseException:
-                self._gate.leave()
+                self._gate.leave(source)
                 raise
             counted.settimeout(conn.gettimeout())
             return counted, address
@@ -156,39 +192,57 @@ async def _listeners(host: str, port: int, backlog: int, gate: Gate) -> list[soc
 BOUNDS = web.AppKey("gpuclaim.serving.bounds", Bounds)
 
 
-class _HeadDeadline(asyncio.Protocol):
-    """Forwards to aiohttp's protocol; closes the connection when no complete request head came in time."""
+_ASSUMED = ("_request_count", "_waiter")  # aiohttp RequestHandler attributes _Bounded reads
 
-    def __init__(self, inner: Any, timeout: float) -> None:
+
+class _Bounded(asyncio.Protocol):
+    """Forwards to aiohttp's protocol for the whole connection; aborts it when a request head is not complete in
+    time, or when writing stayed paused (the client not reading) too long since the last head.
+
+    It reads two private attributes of aiohttp's RequestHandler (3.14): `_request_count`, the requests parsed on
+    the connection (a head is complete when it grows), and `_waiter`, pending while the handler waits for the
+    next request (bytes arriving then start a head). tests/serving/test_connections.py pins both behaviours."""
+
+    __slots__ = ("_head_seconds", "_head_timer", "_inner", "_loop", "_paused_at", "_paused_for", "_transport",
+                 "_write_seconds", "_write_timer")
+
+    def __init__(self, inner: Any, *, head_seconds: float, write_seconds: float) -> None:
         self._inner = inner
-        self._timeout = timeout
+        self._head_seconds = head_seconds
+        self._write_seconds = write_seconds
         self._transport: asyncio.Transport | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._tail = b""
+        self._loop = asyncio.get_running_loop()
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
+        self._paused_at: float | None = None  # loop time writing was paused, while it is
+        self._paused_for = 0.0  # seconds writing was paused since the last request head
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # a stream server's transports are Transports
-        self._timer = asyncio.get_running_loop().call_later(self._timeout, self._expired)
+        self._head_timer = self._loop.call_later(self._head_seconds, self._expired)  # the first head
         self._inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        seen = self._tail + data
-        self._inner.data_received(data)
-        if any(end in seen for end in _HEAD_ENDS):
-            self._head_arrived()
-        else:
-            self._tail = seen[-3:]
+        inner = self._inner
+        parsed = inner._request_count
+        inner.data_received(data)
+        if inner._request_count != parsed:  # a head is complete (or answered 400)
+            self._paused_for = 0.0
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+        elif self._head_timer is None and data and self._between_requests():
+            self._head_timer = self._loop.call_later(self._head_seconds, self._expired)
 
-    def _head_arrived(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        transport = self._transport
-        if transport is not None and not transport.is_closing():
-            transport.set_protocol(self._inner)  # out of the path for the rest of the connection
+    def _between_requests(self) -> bool:
+        waiter = self._inner._waiter
+        return waiter is not None and not waiter.done()
 
     def _expired(self) -> None:
-        self._timer = None
+        for timer in (self._head_timer, self._write_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._write_timer = None
         if self._transport is not None:
             self._transport.abort()  # a slow client gets no orderly TLS close: nothing more is sent to it
 
@@ -196,30 +250,41 @@ class _HeadDeadline(asyncio.Protocol):
         return cast("bool | None", self._inner.eof_received())
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._head_timer, self._write_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._write_timer = None
         self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
+        self._paused_at = self._loop.time()
+        if self._write_timer is None:
+            self._write_timer = self._loop.call_later(max(0.0, self._write_seconds - self._paused_for), self._expired)
         self._inner.pause_writing()
 
     def resume_writing(self) -> None:
+        if self._paused_at is not None:
+            self._paused_for += self._loop.time() - self._paused_at
+            self._paused_at = None
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
         self._inner.resume_writing()
 
 
 class BoundedSite(web.BaseSite):
-    """A TCP site (like aiohttp's TCPSite) with the handshake and first-head bounds on every connection, and at
-    most `bounds.max_connections` connections open at once (`gate`, whose count a metric may read)."""
+    """A TCP site (like aiohttp's TCPSite) with the handshake, head and write bounds on every connection, and at
+    most `bounds.max_connections` connections open at once, `bounds.max_connections_per_source` from one source
+    (`gate`, whose counts a metric may read)."""
 
     __slots__ = ("_bounds", "_host", "_others", "_port", "gate")
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, *, bounds: Bounds,
                  ssl_context: ssl.SSLContext | None = None, backlog: int = 1024,
-                 on_refused: Callable[[], None] | None = None) -> None:
+                 on_refused: Refused | None = None) -> None:
         super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
         self._host, self._port, self._bounds = host, port, bounds
-        self.gate = Gate(bounds.max_connections, on_refused)
+        self.gate = Gate(bounds.max_connections, bounds.max_connections_per_source, on_refused)
         self._others: list[asyncio.AbstractServer] = []  # a host with several addresses: one server per address
 
     @property
@@ -227,20 +292,32 @@ class BoundedSite(web.BaseSite):
         return f"{'https' if self._ssl_context else 'http'}://{self._host}:{self._port}"
 
     async def start(self) -> None:
+        # _Bounded reads two private attributes of aiohttp's protocol: a version without them is refused here,
+        # at start, rather than failing every connection
+        from aiohttp import web_protocol
+
+        missing = [a for a in _ASSUMED if not hasattr(web_protocol.RequestHandler, a)]
+        if missing:
+            raise RuntimeError(f"this aiohttp's RequestHandler has no {', '.join(missing)}: gpuclaim.serving "
+                               "bounds request heads with them (tested with aiohttp 3.14)")
         await super().start()
         factory = self._runner.server
         assert factory is not None
-        head = self._bounds.header_seconds
+        head, write = self._bounds.header_seconds, self._bounds.write_seconds
         extra: dict[str, Any] = {}
         if self._ssl_context is not None:
             extra["ssl_handshake_timeout"] = self._bounds.handshake_seconds
         loop = asyncio.get_running_loop()
         listeners = await _listeners(self._host, self._port, self._backlog, self.gate)
         servers: list[asyncio.AbstractServer] = []
+
+        def bounded() -> _Bounded:
+            return _Bounded(factory(), head_seconds=head, write_seconds=write)
+
         try:
             for listener in listeners:
-                servers.append(await loop.create_server(lambda: _HeadDeadline(factory(), head), sock=listener,
-                                                        ssl=self._ssl_context, backlog=self._backlog, **extra))
+                servers.append(await loop.create_server(bounded, sock=listener, ssl=self._ssl_context,
+                                                        backlog=self._backlog, **extra))
         except BaseException:
             for server in servers:
                 server.close()

@@ -31,18 +31,35 @@ def create_metrics_app(registry: CollectorRegistry) -> web.Application:
 
 
 class ConnectionMetrics:
-    """`gpuclaim_connections_open{site}` and `gpuclaim_connections_refused_total{site}`, site `main` (the TLS
-    port) or `metrics`: the connections each listening site holds, and those it closed at accept because it
-    held `maxConnections` already."""
+    """`gpuclaim_connections_open{site}` and `gpuclaim_connections_refused_total{site,bound}`, site `main` (the
+    TLS port) or `metrics`: the connections each listening site holds, and those it closed at accept, bound
+    `site` (it held `maxConnections` already) or `source` (their source held `maxConnectionsPerSource`).
+    `gpuclaim_request_body_bytes` and `gpuclaim_request_bodies_refused_total{scope}`: the bytes of request
+    bodies and answers held (`maxBufferedBodyBytes`), and the requests refused for it (429 `source`, 503
+    `server`)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.open = Gauge("gpuclaim_connections_open", "connections open on a listening site", ["site"],
                           registry=registry)
         self.refused = Counter("gpuclaim_connections_refused_total",
-                               "connections closed as they were accepted: the site held maxConnections already",
-                               ["site"], registry=registry)
+                               "connections closed as they were accepted: the site held maxConnections already "
+                               "(bound=site) or their source maxConnectionsPerSource (bound=source)",
+                               ["site", "bound"], registry=registry)
         for site in ("main", "metrics"):
-            self.refused.labels(site=site)
+            for bound in ("site", "source"):
+                self.refused.labels(site=site, bound=bound)
+        self.body_bytes = Gauge("gpuclaim_request_body_bytes",
+                                "request bodies (declared sizes) and answers being written, charged to "
+                                "maxBufferedBodyBytes",
+                                registry=registry)
+        self.bodies_refused = Counter("gpuclaim_request_bodies_refused_total",
+                                      "requests refused for maxBufferedBodyBytes: scope=source answered 429, "
+                                      "scope=server 503", ["scope"], registry=registry)
+        for scope in ("source", "server"):
+            self.bodies_refused.labels(scope=scope)
+
+    def refusal_counter(self, site: str) -> Callable[[str], None]:
+        return lambda bound: self.refused.labels(site=site, bound=bound).inc()
 
 
 def register_server_metrics(registry: CollectorRegistry, *, component: str,

@@ -22,6 +22,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from gpuclaim.dra.config import ConnectionTimeouts, split_listen
+from gpuclaim.serving import bodies
 from gpuclaim.serving.connections import BOUNDS, BoundedSite, Bounds
 from gpuclaim.serving.metrics import ConnectionMetrics, create_metrics_app
 
@@ -61,10 +62,11 @@ def _small_tls_read_buffers() -> None:
 SWITCH_INTERVAL_SECONDS = 0.0005
 
 
-def bounds_of(timeouts: ConnectionTimeouts, max_connections: int) -> Bounds:
+def bounds_of(timeouts: ConnectionTimeouts, *, max_connections: int, max_connections_per_source: int) -> Bounds:
     return Bounds(handshake_seconds=timeouts.handshake_seconds, header_seconds=timeouts.header_seconds,
                   body_seconds=timeouts.body_seconds, idle_seconds=timeouts.idle_seconds,
-                  max_connections=max_connections)
+                  write_seconds=timeouts.write_seconds, max_connections=max_connections,
+                  max_connections_per_source=max_connections_per_source)
 
 
 @web.middleware
@@ -80,11 +82,16 @@ async def _track(request: web.Request, handler: Handler) -> web.StreamResponse:
             in_flight.discard(task)
 
 
-def install(app: web.Application, *, timeouts: ConnectionTimeouts, max_connections: int) -> None:
-    """Make `app` servable by `serve`: the lifecycle state, in-flight tracking (outermost middleware) and the
-    connection bounds (`connections.read_body` reads the body bound from the app; `serve` the others)."""
+def install(app: web.Application, *, timeouts: ConnectionTimeouts, max_connections: int,
+            max_connections_per_source: int, max_buffered_body_bytes: int) -> None:
+    """Make `app` servable by `serve`: the lifecycle state, in-flight tracking (outermost middleware), the body
+    budget (next: a refused request never reaches the app's own middlewares) and the connection bounds
+    (`connections.read_body` reads the body bound from the app; `serve` the others)."""
     app[LIFECYCLE] = Lifecycle()
-    app[BOUNDS] = bounds_of(timeouts, max_connections)
+    app[BOUNDS] = bounds_of(timeouts, max_connections=max_connections,
+                            max_connections_per_source=max_connections_per_source)
+    app[bodies.BODY_BUDGET] = bodies.BodyBudget(max_buffered_body_bytes)
+    app.middlewares.insert(0, bodies.middleware)
     app.middlewares.insert(0, _track)
 
 
@@ -118,9 +125,12 @@ async def serve(app: web.Application, *, listen: str, metrics_listen: str | None
     try:
         sys.setswitchinterval(min(switch_interval, SWITCH_INTERVAL_SECONDS))  # process-wide: restored on the way out
         connection_metrics = ConnectionMetrics(registry)
+        budget = app[bodies.BODY_BUDGET]
+        budget.on_refused = lambda scope: connection_metrics.bodies_refused.labels(scope=scope).inc()
+        connection_metrics.body_bytes.set_function(lambda: budget.held)
         host, port = split_listen(listen)
         site = BoundedSite(runner, host, port, bounds=bounds, ssl_context=ssl_context,
-                           on_refused=connection_metrics.refused.labels(site="main").inc)
+                           on_refused=connection_metrics.refusal_counter("main"))
         connection_metrics.open.labels(site="main").set_function(lambda: site.gate.open)
         await site.start()
         urls = [site.url()]
@@ -130,7 +140,7 @@ async def serve(app: web.Application, *, listen: str, metrics_listen: str | None
             await metrics_runner.setup()
             m_host, m_port = split_listen(metrics_listen)
             metrics_site = BoundedSite(metrics_runner, m_host, m_port, bounds=bounds,
-                                       on_refused=connection_metrics.refused.labels(site="metrics").inc)
+                                       on_refused=connection_metrics.refusal_counter("metrics"))
             connection_metrics.open.labels(site="metrics").set_function(lambda: metrics_site.gate.open)
             await metrics_site.start()
             urls.append(metrics_site.url())

@@ -262,6 +262,8 @@ class CoreChecks:
         self._touch_due: dict[tuple[str, str, str], float] = {}
         self._live: tuple[Any, Any] | None = None  # (the cluster view, its LiveInventory)
         self._reservations: tuple[Any, Any] | None = None  # (the cluster view, its dra.quota.Reservations)
+        # namespace -> (kind, name) this process created that the cluster view has not shown yet
+        self._pending: dict[str, set[tuple[str, str]]] = {}
 
     def warm_up(self, config: Config) -> None:
         """Do once, before the server takes connections, what the first requests would otherwise do on the event
@@ -316,6 +318,45 @@ class CoreChecks:
                 if touch_after is not None:
                     self._touch_due[(kind, namespace, name)] = self._templates.touch_due(
                         cached, touch_after, sharing_annotation=sharing_annotation)
+
+    def _view_has(self, cache: Any, kind: str, namespace: str, name: str) -> bool:
+        found = cache.template(namespace, name) if kind == "ResourceClaimTemplate" else cache.claim(namespace, name)
+        return found is not None
+
+    def _over_cap(self, cache: Any, namespace: str, new: Sequence[tuple[str, str]], limit: int
+                  ) -> FieldError | None:
+        """A refusal when `new` (the objects this pod needs that the view lacks) would take the namespace past
+        `limit` (`conversion.maxObjectsPerNamespace`). Counted: what the view holds, and what this process is
+        creating or created that the view has not shown yet (a flood creates faster than the watch reports)."""
+        counter = getattr(cache, "owned_count", None)
+        if counter is None or not new:
+            return None
+        pending = self._pending.get(namespace, set())
+        pending -= {(k, n) for k, n in pending if self._view_has(cache, k, namespace, n)}
+        held = counter(namespace) + len(pending - set(new))
+        if held + len(new) <= limit:
+            return None
+        kinds = " and ".join(sorted({kind for kind, _ in new}))
+        return FieldError.forbidden(Path.root("spec", "resourceClaims"), (
+            f"gpuclaim would create {kinds} {', '.join(n for _, n in new)} for this pod, but namespace {namespace} "
+            f"already holds {held} objects gpuclaim made (ResourceClaimTemplates and shared ResourceClaims named "
+            f"gpuclaim-...), and conversion.maxObjectsPerNamespace is {limit}; delete the ones no pod uses (kubectl "
+            f"get resourceclaimtemplates -l app.kubernetes.io/managed-by=gpuclaim), or ask the cluster admin to "
+            "raise the limit"))
+
+    def _reserve(self, namespace: str, new: Sequence[tuple[str, str]]) -> None:
+        """Count `new` as held from now on (until the view shows it, or the create fails): concurrent admissions
+        of distinct shapes check the cap before any create returns."""
+        if sum(len(p) for p in self._pending.values()) > 10_000:  # bounded: forget rather than grow
+            self._pending.clear()
+        self._pending.setdefault(namespace, set()).update(new)
+
+    def _release(self, namespace: str, new: Sequence[tuple[str, str]]) -> None:
+        pending = self._pending.get(namespace)
+        if pending is not None:
+            pending.difference_update(new)
+            if not pending:
+                del self._pending[namespace]
 
     async def mutate(self, request: review.Request, ctx: Context) -> Outcome:
         templates = self._templates
@@ -383,8 +424,18 @@ class CoreChecks:
             gc = ctx.config.gc
             touch_after = gc.idle_seconds / 2 if gc.enabled else None
             if self._known(cache, request.namespace, prepared.specs, touch_after is not None and not request.dry_run):
-                self._reserve(request, ctx, prepared)
+                self._reserve_quota(request, ctx, prepared)
                 return _with_mixed_warning(ctx, prepared, prepared.converted)
+            new = [(kind, name) for kind, name, _ in prepared.specs
+                   if cache is not None and not self._view_has(cache, kind, request.namespace, name)]
+            over = self._over_cap(cache, request.namespace, new, conversion_config.max_objects_per_namespace)
+            if over is not None:  # first: a flood of new shapes past the cap compiles nothing
+                return Outcome(errors=(over,), warnings=notices)
+            invalid = await self._invalid_objects(entry, ctx)
+            if invalid:
+                return Outcome(errors=invalid, warnings=notices)
+            if not request.dry_run:
+                self._reserve(request.namespace, new)
             try:  # on dryRun this only compares with the cluster view: sideEffects NoneOnDryRun
                 made = await templates.create_objects(ctx.client, ctx.cluster, request.namespace, conversion,
                                                       dry_run=request.dry_run,
@@ -392,15 +443,25 @@ class CoreChecks:
                                                       touch_after=touch_after,
                                                       sharing_annotation=conversion_config.sharing.annotation)
             except templates.CreationError as exc:
+                self._release(request.namespace, new)
                 if not exc.is_refusal:
                     raise CheckUnavailable(exc.message) from None
-                return Outcome(errors=(FieldError.forbidden(Path.root("spec", "resourceClaims"), exc.message),),
-                               warnings=notices)
+                if exc.status is None:
+                    return Outcome(errors=(FieldError.forbidden(Path.root("spec", "resourceClaims"), exc.message),),
+                                   warnings=notices)
+                # the API server's own refusal of what the pod needs: its code and message, never the internal-error
+                # policy (an "allow" there admitted the GPU pod unconverted, issue 22 item 2)
+                text = f"gpuclaim could not create what this pod's GPUs are converted to: {exc.message}"
+                return Outcome(errors=(FieldError.forbidden(Path.root("spec", "resourceClaims"), text),),
+                               code=exc.status[0], reason=exc.status[1] or "Forbidden", warnings=notices)
+            except BaseException:  # the check's timer among others: what was not created holds no place
+                self._release(request.namespace, new)
+                raise
             created = len(made.created)
             if len(made.known) == len(conversion.objects):
                 self._remember(cache, request.namespace, prepared.specs, touch_after,
                                conversion_config.sharing.annotation)
-            self._reserve(request, ctx, prepared)
+            self._reserve_quota(request, ctx, prepared)
         return _with_mixed_warning(ctx, prepared, Outcome(
             patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices, converted=True,
             templates_created=created))
@@ -456,7 +517,7 @@ class CoreChecks:
         return Outcome(errors=(FieldError.forbidden(Path.root("spec"), message),), code=403, reason="Forbidden",
                        message=message, warnings=prepared.notices)
 
-    def _reserve(self, request: review.Request, ctx: Context, prepared: _Prepared) -> None:
+    def _reserve_quota(self, request: review.Request, ctx: Context, prepared: _Prepared) -> None:
         if request.dry_run or not prepared.devices:
             return
         state = self._quota_state(ctx)
@@ -466,6 +527,41 @@ class CoreChecks:
         mirrors = [q for q in quotas if (q.get("metadata") or {}).get("namespace") == request.namespace]
         if mirrors:
             reservations.reserve(request.namespace, prepared.devices, mirrors, time.monotonic())
+
+    async def _invalid_objects(self, entry: Any, ctx: Context) -> tuple[FieldError, ...]:
+        """Every object the conversion makes, checked with gpuclaim's own resource.k8s.io/v1 validation before it is
+        created (issue 22, item 2): what kube-apiserver would refuse becomes the pod's refusal here, naming the
+        object's field, instead of a failed create. Once per cached conversion; big selectors are compiled off the
+        event loop under `validation.compileDeadlineSeconds`. Past the deadline only the structure is checked: the
+        API server judges the selectors, and its refusal is the pod's too (`webhook.templates`)."""
+        from gpuclaim.webhook import validate
+        from gpuclaim.webhook.validate import budget
+
+        kubernetes = ctx.kubernetes()  # the cluster's version judges: its environment, gated fields and limits
+        by_model: dict[Any, tuple[FieldError, ...]] = entry.derived.setdefault("invalid-objects", {})
+        known = by_model.get(kubernetes)
+        if known is not None:
+            return known
+        objects = entry.conversion.objects
+        big = [e for obj in objects for e in budget.expressions(obj) if e.size > budget.INLINE_BYTES]
+        guarded, late = await _compile_off_loop(big, modes=(kubernetes.cel_new,),
+                                                deadline=ctx.config.validation.compile_deadline_seconds)
+        errors: list[FieldError] = []
+        for obj in objects:
+            meta = obj["metadata"]
+            verdict = validate.validate_object(obj, operation="CREATE", namespace=meta.get("namespace"),
+                                               inventory=validate.OfflineInventory(), config=ctx.config,
+                                               check_selectors=late is None and not guarded, kubernetes=kubernetes,
+                                               admitted=False)  # no apiserver saw it yet
+            # a conversion makes one object (a template, or a sharing group's claim): interpreter limits are its
+            for error in (*verdict.denials, *(guarded if obj is objects[0] else ())):
+                errors.append(FieldError.forbidden(Path.root("spec", "resourceClaims"), (
+                    f"gpuclaim converts this pod's GPUs to {obj['kind']} {meta['name']}, and that object is not "
+                    f"valid resource.k8s.io/v1 (kube-apiserver would refuse it): {error}")))
+        result = tuple(errors)
+        if late is None:
+            by_model[kubernetes] = result
+        return result
 
     def _inventory(self, ctx: Context) -> Any:
         from gpuclaim.webhook import validate
@@ -499,23 +595,15 @@ class CoreChecks:
         kubernetes = ctx.kubernetes()
         modes: tuple[Any, ...] = (kubernetes.cel_new, kubernetes.cel_stored) if request.operation == "UPDATE" \
             else (kubernetes.cel_new,)
-        stop = threading.Event()
-        progress = [0]
-        work = asyncio.get_running_loop().run_in_executor(
-            _compile_pool(), functools.partial(budget.precompile, big, modes=modes, stop=stop, progress=progress))
-        try:
-            guarded = await asyncio.wait_for(asyncio.shield(work), settings.compile_deadline_seconds)
-            if guarded:
-                return guarded[0]
-        except TimeoutError:
-            stop.set()  # the worker stops before its next selector
-            late = big[min(progress[0], len(big) - 1)]
+        guarded, done = await _compile_off_loop(big, modes=modes, deadline=settings.compile_deadline_seconds)
+        if guarded:
+            return guarded[0]
+        if done is not None:
+            late = big[min(done, len(big) - 1)]
             return verdict.Notice(late.path, (
                 f"{budget.UNCHECKED}: compiling them ({len(big)} of more than {budget.INLINE_BYTES} bytes, "
                 f"{sum(e.size for e in big)} bytes) did not finish within {settings.compile_deadline_seconds:g}s "
-                f"(validation.compileDeadlineSeconds); {progress[0]} were compiled, this one was not"))
-        finally:
-            stop.set()
+                f"(validation.compileDeadlineSeconds); {done} were compiled, this one was not"))
         return None
 
     async def validate(self, request: review.Request, ctx: Context) -> Outcome:
@@ -554,6 +642,26 @@ _WARM_POD: Mapping[str, Any] = {
     "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+async def _compile_off_loop(big: Sequence[Any], *, modes: tuple[Any, ...], deadline: float
+                            ) -> tuple[list[FieldError], int | None]:
+    """Compile `big` (budget.Expression) in the compile thread into the process-wide selector cache, under
+    `deadline`: (the interpreter-limit errors, None) when done; ([], how many were compiled) past it."""
+    from gpuclaim.webhook.validate import budget
+
+    if not big:
+        return [], None
+    stop = threading.Event()
+    progress = [0]
+    work = asyncio.get_running_loop().run_in_executor(
+        _compile_pool(), functools.partial(budget.precompile, list(big), modes=modes, stop=stop, progress=progress))
+    try:
+        return await asyncio.wait_for(asyncio.shield(work), deadline), None
+    except TimeoutError:
+        return [], progress[0]
+    finally:
+        stop.set()  # the worker stops before its next selector
 
 
 def _compile_pool() -> concurrent.futures.ThreadPoolExecutor:

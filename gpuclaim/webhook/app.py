@@ -173,7 +173,9 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
     metrics = WebhookMetrics(registry)
     serving_metrics.register_server_metrics(registry, component="webhook",
                                             cert_expiry=reloader.expiry_timestamp if reloader else None)
-    serving.install(app, timeouts=config.webhook.timeouts, max_connections=config.webhook.max_connections)
+    serving.install(app, timeouts=config.webhook.timeouts, max_connections=config.webhook.max_connections,
+                    max_connections_per_source=config.webhook.max_connections_per_source,
+                    max_buffered_body_bytes=config.webhook.max_buffered_body_bytes)
     if reloader is not None:
         app.cleanup_ctx.append(reloader.cleanup_ctx)
         if config.webhook.client_auth.ca_file:
@@ -203,8 +205,8 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
     app.cleanup_ctx.append(_cluster_view)
     app.cleanup_ctx.append(_garbage_collection)  # after the view: it reads it, and stops before it
     app.cleanup_ctx.append(_quota_controller)
-    app.router.add_post("/mutate", handlers.mutate)
-    app.router.add_post("/validate", handlers.validate)
+    app.router.add_post("/mutate", handlers.mutate, expect_handler=handlers.expect_continue)
+    app.router.add_post("/validate", handlers.validate, expect_handler=handlers.expect_continue)
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     return app

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import hdrs, http_exceptions, web
 from aiohttp.web_protocol import RequestPayloadError
 
-from gpuclaim.serving import connections, offload
+from gpuclaim.serving import connections, expect, offload
 from gpuclaim.serving import run as serving
 from gpuclaim.webhook import admit, keys, review
 
@@ -45,6 +45,26 @@ def client_refusal(request: web.Request) -> tuple[int, str] | None:
     return None
 
 
+def _endpoint(request: web.Request) -> admit.Endpoint:
+    return "validate" if request.path == "/validate" else "mutate"
+
+
+def _too_large(request: web.Request) -> web.Response:
+    limit = request.app[keys.STATE].context.config.webhook.max_body_bytes
+    return _error(request, _endpoint(request), 413, f"request body larger than the limit of {limit} bytes "
+                  "(webhook.maxBodyBytes)", time.perf_counter())
+
+
+def _refused_early(request: web.Request) -> web.Response | None:
+    refused = client_refusal(request)
+    return None if refused is None else _error(request, _endpoint(request), *refused, time.perf_counter())
+
+
+#: the route's `Expect: 100-continue` answer: 413 for a declared length past webhook.maxBodyBytes, 401/403 for a
+#: caller clientAuth refuses, before any of the body is invited (issue 22, item 7)
+expect_continue = expect.expect_handler(too_large=_too_large, refuse=_refused_early)
+
+
 async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Response:
     started = time.perf_counter()
     app = request.app
@@ -58,9 +78,7 @@ async def _review(request: web.Request, endpoint: admit.Endpoint) -> web.Respons
     try:
         body = await connections.read_body(request)
     except web.HTTPRequestEntityTooLarge:
-        limit = app[keys.STATE].context.config.webhook.max_body_bytes
-        return _error(request, endpoint, 413, f"request body larger than the limit of {limit} bytes "
-                      "(webhook.maxBodyBytes)", started)
+        return _too_large(request)
     except (RequestPayloadError, http_exceptions.HttpProcessingError) as exc:
         # a body that cannot be read as sent: garbled gzip/deflate, a broken chunked encoding (issue 14, finding 8)
         return _error(request, endpoint, 400, f"the request body cannot be read: {str(exc)[:200]}", started)

@@ -8,8 +8,11 @@ Called by the webhook server after :func:`webhook.convert.convert_pod`, before i
   different spec it is ``object-differs``;
 - never on dryRun (the webhook is `sideEffects: NoneOnDryRun`): nothing is created, the pod's patch
   is still returned;
-- the API server down, slow or refusing → ``api-unavailable`` / ``api-rejected``: the server decides
-  deny or allow (`webhook.internalErrorPolicy.mutate`).
+- the API server refusing the object (4xx other than 409: invalid, namespace missing or terminating, quota
+  full, forbidden) → ``api-refused``, a refusal carrying the API server's code and message: the pod is denied
+  (issue 22, item 2: answered like an outage, ``internalErrorPolicy.mutate: allow`` admitted it unconverted);
+- the API server down, slow or failing (5xx, a 409 conflict) → ``api-unavailable`` / ``api-rejected``: the
+  server decides deny or allow (`webhook.internalErrorPolicy.mutate`).
 
 With garbage collection on (``touch_after``), an object of gpuclaim's that the view knows and that was last used
 (created, or touched) more than ``touch_after`` seconds ago gets its ``gpuclaim.io/last-used`` annotation
@@ -47,16 +50,18 @@ class ClusterView(Protocol):
 
 
 class CreationError(Exception):
-    """``reference``: object-differs (a refusal) | api-unavailable | api-rejected (infrastructure)."""
+    """``reference``: object-differs | api-refused (refusals) | api-unavailable | api-rejected (infrastructure).
+    ``status``: the API server's (code, reason) of an api-refused."""
 
-    def __init__(self, reference: str, message: str) -> None:
+    def __init__(self, reference: str, message: str, *, status: tuple[int, str] | None = None) -> None:
         super().__init__(message)
         self.reference = reference
         self.message = message
+        self.status = status
 
     @property
     def is_refusal(self) -> bool:
-        return self.reference == "object-differs"
+        return self.reference in ("object-differs", "api-refused")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +109,9 @@ async def _create_claim(client: KubeClient, namespace: str, claim: Obj, time_lim
     except ApiUnavailable as exc:
         raise CreationError("api-unavailable", f"{where}: {exc}") from None
     except ApiError as exc:
+        if kube_templates.refused(exc):
+            raise CreationError("api-refused", f"{where}: the API server refused it: {exc}",
+                                status=(exc.code, exc.reason)) from None
         raise CreationError("api-rejected", f"{where}: the API server refused it: {exc}") from None
     diffs = _diff(existing, claim, "ResourceClaim")
     if diffs:
@@ -166,7 +174,7 @@ async def create_objects(client: KubeClient, view: ClusterView | None, namespace
                 await kube_templates.ensure_template(client, namespace, body, time_limit=time_limit)
             except kube_templates.TemplateError as exc:
                 reference = "object-differs" if exc.reference == "template-differs" else exc.reference
-                raise CreationError(reference, str(exc)) from None
+                raise CreationError(reference, str(exc), status=exc.status) from None
         else:
             await _create_claim(client, namespace, body, time_limit)
         created.append(where)

@@ -120,7 +120,8 @@ async def test_a_key_that_does_not_match_the_cert_is_refused_and_retried(
     with caplog.at_level(logging.WARNING, logger="gpuclaim.certs"):
         assert reloader.load() is False
         assert reloader.load() is False  # polled again: still refused, logged once
-    assert [r.getMessage() for r in caplog.records] == [
+    # this reloader's records only: in a whole run another test's server may still be logging as it winds down
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("gpuclaim.certs")] == [
         "keeping the current serving certificate: serving key does not match the serving certificate "
         "(half-written pair?)"
     ]

@@ -128,10 +128,13 @@ def test_an_explicit_scheduler_name_in_the_config_wins() -> None:
 
 
 def test_without_a_second_scheduler_the_config_is_exactly_the_values(render: Any) -> None:
-    # the values ({}), plus the garbage collector's per-release Lease name (test_chart_rbac)
+    # the values ({}), plus the garbage collector's per-release Lease name (test_chart_rbac) and the client CA the
+    # chart mounts (webhook.clientAuth, on by default: test_chart_hardening)
+    client_auth = {"webhook": {"clientAuth": {"caFile": "/etc/gpuclaim/client-ca/ca.crt",
+                                              "allowedNames": ["kube-apiserver-webhook-client"]}}}
     assert yaml.safe_load(render("default").one("ConfigMap", "-config")["data"]["config.yaml"]) == {
-        "gc": {"leaseName": "gc-gpuclaim-webhook-gc"}}
+        "gc": {"leaseName": "gc-gpuclaim-webhook-gc"}, **client_auth}
     values = {"config": {"logging": {"level": "debug"}, "extender": {"policy": "spread"}}}
     rendered = render_values(values)
     assert yaml.safe_load(rendered.one("ConfigMap", "-config")["data"]["config.yaml"]) == {
-        **values["config"], "gc": {"leaseName": "gc-gpuclaim-webhook-gc"}}
+        **values["config"], "gc": {"leaseName": "gc-gpuclaim-webhook-gc"}, **client_auth}

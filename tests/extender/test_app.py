@@ -3,6 +3,7 @@ metrics; always 200 with JSON; pods without claims answered without touching the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Mapping
@@ -226,3 +227,18 @@ async def test_the_cluster_backoff_of_the_config_file_reaches_every_watch() -> N
     for reflector in reflectors.values():
         assert [reflector.backoff.next() for _ in range(4)] == [1.0, 3.0, 9.0, 27.0]
     await view.cache.client.close()  # type: ignore[attr-defined]
+
+
+async def test_expect_continue_with_a_length_over_the_limit_gets_413_not_100(aiohttp_client: Any) -> None:
+    """Issue 22, item 7: a declared length past the limit is refused before the body is invited."""
+    app = extender_app.create_app(FULL_CONFIG, view=_fleet(), registry=CollectorRegistry(), max_body_bytes=4096)
+    client = await aiohttp_client(app)
+    for length, expected in ((4097, b"HTTP/1.1 413 "), (4096, b"HTTP/1.1 100 ")):
+        reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+        try:
+            writer.write(f"POST /prioritize HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n"
+                         "Expect: 100-continue\r\n\r\n".encode())
+            await writer.drain()
+            assert (await asyncio.wait_for(reader.readline(), 5)).startswith(expected)
+        finally:
+            writer.close()

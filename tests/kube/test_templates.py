@@ -74,7 +74,8 @@ async def test_an_invalid_template_is_rejected_with_the_servers_message(client: 
     bad["spec"]["spec"]["devices"]["requests"][0]["exactly"]["bogus"] = True
     with pytest.raises(TemplateError) as info:
         await ensure_template(client, NS, bad)
-    assert info.value.reference == "api-rejected"
+    assert info.value.reference == "api-refused" and info.value.status is not None
+    assert info.value.status[0] == 422
     assert "422" in str(info.value) and "bogus" in str(info.value)
 
 

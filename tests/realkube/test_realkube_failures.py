@@ -205,3 +205,61 @@ def test_deployment_claims_are_garbage_collected_with_the_pods(kube: Kube, ns: s
         time.sleep(0.5)
     assert kube.api.list("Pod", ns) == []
     assert kube.api.list("ResourceClaim", ns) == [], "claims not garbage-collected with their pods"
+
+
+def test_a_template_the_apiserver_refuses_refuses_the_gpu_pod(kube: Kube, ns: str) -> None:
+    """Issue 22, item 2: a full `count/resourceclaimtemplates` quota made the template create fail with 403, which
+    the webhook took for an outage; the chart's internalErrorPolicy.mutate (allow) then admitted the GPU pod with
+    its legacy limit. Now the pod is refused with the apiserver's code and message; CPU pods are untouched."""
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-templates", "namespace": ns},
+             "spec": {"hard": {"count/resourceclaimtemplates.resource.k8s.io": "0"}}}
+    quotas = f"/api/v1/namespaces/{ns}/resourcequotas"
+    kube.api.call("POST", quotas, quota)
+    deadline = time.monotonic() + 30
+    while not (kube.api.get(f"{quotas}/no-templates").get("status") or {}).get("hard"):
+        assert time.monotonic() < deadline, "the quota controller never filled in the quota's status"
+        time.sleep(0.2)
+    status, body, _ = create(kube, gpu_pod("gpu-quota", ns))
+    assert status == 403, body
+    assert "gpuclaim could not create" in body["message"] and "exceeded quota: no-templates" in body["message"]
+    assert kube.api.list("Pod", ns) == [] and kube.api.list("ResourceClaimTemplate", ns) == []
+    assert_cpu_pod_scheduled(kube, ns, "cpu-quota")
+
+
+def test_a_required_affinity_of_many_products_is_converted_and_the_apiserver_takes_the_template(
+        kube: Kube, ns: str) -> None:
+    """Issue 22, item 2: 400 product names would make a selector past the apiserver's 10 KiB; the conversion leaves
+    that affinity as a node constraint and writes no such selector, so the template is created and the pod
+    converted, never admitted with its legacy limit."""
+    pod = gpu_pod("gpu-many-products", ns)
+    values = [f"NVIDIA-H100-80GB-HBM3-REV{i:04d}" for i in range(400)]
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": values}]}]}}}
+    status, body, _ = create(kube, pod)
+    assert status == 201, body
+    assert body["spec"].get("resourceClaims"), "GPU pod not converted"
+    assert "nvidia.com/gpu" not in body["spec"]["containers"][0]["resources"].get("limits", {})
+    assert body["spec"]["affinity"] == pod["spec"]["affinity"]
+    (template,) = kube.api.list("ResourceClaimTemplate", ns)
+    assert "productName" not in str(template["spec"])
+
+
+def test_the_webhook_answers_only_the_apiservers_client_certificate(kube: Kube, ns: str) -> None:
+    """Issue 22, item 6: the chart turns client authentication on by default; e2e.kube configures kube-apiserver's
+    admission client certificate as docs/hardening.md tells an admin. A review POSTed by anyone else is refused
+    (401); the apiserver's own calls go through: a GPU pod is converted."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=str(kube.run / "tls" / "ca.crt"))
+    context.check_hostname = False
+    port = kube.state["gpuclaimPorts"]["webhook"]
+    forged = urllib.request.Request(f"https://127.0.0.1:{port}/mutate", data=b"{}", method="POST",
+                                    headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(forged, context=context, timeout=5)
+    refused.value.close()
+    assert refused.value.code == 401
+    assert_converted_and_scheduled(kube, ns, "gpu-authenticated")

@@ -28,8 +28,10 @@ LONG = {"handshakeSeconds": 60, "headerSeconds": 60, "bodySeconds": 60, "idleSec
 PROMPT = 5.0  # a refused connection fails within this (on a loaded machine), far below every timeout
 
 
-def _sample(s: served.Served, name: str, site: str = "main") -> float:
-    value = s.registry.get_sample_value(name, {"site": site})
+def _sample(s: served.Served, name: str, site: str = "main", **labels: str) -> float:
+    if name == "gpuclaim_connections_refused_total":
+        labels = {"bound": "site", **labels}  # this file is about the site's bound; test_connection_share: source
+    value = s.registry.get_sample_value(name, {"site": site, **labels})
     assert value is not None, name
     return value
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 import time
 from pathlib import Path
@@ -130,3 +131,57 @@ async def test_a_kept_alive_connection_outlives_the_header_bound_and_closes_at_t
         elapsed = await _closed_after(reader, 30) + BOUNDS["headerSeconds"] * 1.5
         writer.close()
     assert BOUNDS["idleSeconds"] * 0.9 <= elapsed <= BOUNDS["idleSeconds"] + SLACK
+
+
+@KINDS
+async def test_a_later_head_on_a_kept_alive_connection_is_cut_off_at_the_header_bound(
+        kind: str, tmp_path: Path) -> None:
+    # issue 22, item 3: only the first head was bounded; a later one was held up to the idle bound (120 s)
+    async with serve(kind, tmp_path) as s:
+        reader, writer = await asyncio.open_connection(s.host, s.port, ssl=s.client, server_hostname="127.0.0.1")
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\nok\n"), 10)).startswith(b"HTTP/1.1 200")
+        await asyncio.sleep(BOUNDS["headerSeconds"] * 1.5)  # idle between requests is not a slow head
+
+        async def trickle() -> None:
+            for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: y\r\n" * 100:
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(0.05)
+
+        sender = asyncio.create_task(trickle())
+        elapsed = await _closed_after(reader, 30)
+        sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError, ssl.SSLError):
+            await sender
+        writer.close()
+    assert BOUNDS["headerSeconds"] * 0.9 <= elapsed <= BOUNDS["headerSeconds"] + SLACK
+
+
+def _open_gauge(s: served.Served) -> float | None:
+    return s.registry.get_sample_value("gpuclaim_connections_open", {"site": "main"})
+
+
+@KINDS
+async def test_answers_the_client_does_not_read_are_dropped_at_the_write_bound(kind: str, tmp_path: Path) -> None:
+    # issue 22, item 5: an answer never read pinned its bytes and its handler for good. The client asks for many
+    # answers at once (pipelined) on a socket with a small receive buffer and reads none of them.
+    write = 1.0
+    async with served.serve(kind, tmp_path, {"timeouts": {**BOUNDS, "writeSeconds": write, "idleSeconds": 60}}) as s:
+        def unread() -> ssl.SSLSocket:
+            raw = socket.socket()
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            raw.connect((s.host, s.port))
+            tls = s.client.wrap_socket(raw, server_hostname="127.0.0.1")
+            tls.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n" * 20_000)
+            return tls
+
+        tls = await asyncio.to_thread(unread)
+        try:
+            started = time.monotonic()
+            while _open_gauge(s) != 0:
+                assert time.monotonic() - started < write + 10 * SLACK, "an unread answer kept its connection"
+                await asyncio.sleep(0.1)
+        finally:
+            tls.close()

@@ -59,9 +59,10 @@ async def _closed_by_server(reader: asyncio.StreamReader, limit: float) -> bool:
 async def test_1500_idle_tls_connections_are_all_closed_and_memory_stays_bounded(tmp_path: Path) -> None:
     tls = selfsigned.issue(tmp_path / "tls", hosts=("127.0.0.1",))
     config = tmp_path / "config.yaml"
-    # maxConnections above CONNECTIONS: this test is about the header bound (test_connection_cap: the cap)
+    # the caps above CONNECTIONS: this test is about the header bound (test_connection_cap, _share: the caps)
     config.write_text(yaml.safe_dump({"webhook": {"timeouts": {"headerSeconds": HEADER_SECONDS},
-                                                  "maxConnections": CONNECTIONS + 100}}))
+                                                  "maxConnections": CONNECTIONS + 100,
+                                                  "maxConnectionsPerSource": CONNECTIONS + 100}}))
     port, metrics_port = _free_port(), _free_port()
     env = {**os.environ, "KUBERNETES_SERVICE_HOST": ""}
     process = await asyncio.create_subprocess_exec(

@@ -109,11 +109,12 @@ spec:
               scheme: HTTPS
             periodSeconds: 2
             failureThreshold: 30
-          # Liveness asks the metrics port, which counts its own connections: a TLS port full of a flood's
-          # connections (webhook.maxConnections) refuses kubelet's probes too, and restarting the pod for
-          # that would turn an attack into a crash loop. Under the optional NetworkPolicy the metrics port
-          # admits only its listed peers, and whether kubelet's probes pass depends on the CNI, so there
-          # liveness stays on the TLS port (docs/hardening.md).
+          # Liveness asks the metrics port, which counts its own connections: a flood of the TLS port does
+          # not touch it. On either port one source holds at most maxConnectionsPerSource places, and a source
+          # holding none (kubelet, one connection per probe) gets a reserved place when the port is full, so a
+          # flood fails no probe and never turns into a restart loop. Under the optional NetworkPolicy the
+          # metrics port admits only its listed peers, and whether kubelet's probes pass depends on the CNI, so
+          # there liveness asks the TLS port, which has the same protection (docs/hardening.md).
           livenessProbe:
             httpGet:
               path: /healthz
@@ -149,7 +150,7 @@ spec:
             - name: tls
               mountPath: /etc/gpuclaim/tls
               readOnly: true
-            {{- if and (eq .component "webhook") $v.clientAuth.caConfigMap }}
+            {{- if and (eq .component "webhook") $v.clientAuth.enabled }}
             - name: client-ca
               mountPath: /etc/gpuclaim/client-ca
               readOnly: true
@@ -169,7 +170,7 @@ spec:
                 path: tls.crt
               - key: tls.key
                 path: tls.key
-        {{- if and (eq .component "webhook") $v.clientAuth.caConfigMap }}
+        {{- if and (eq .component "webhook") $v.clientAuth.enabled }}
         - name: client-ca
           configMap:
             name: {{ $v.clientAuth.caConfigMap }}

@@ -17,6 +17,11 @@ nothing (every GPU has these); DoesNotExist cannot be expressed on a device and 
 selector (with a warning). nodeSelector keys and affinity requirements are ANDed, affinity terms ORed.
 With `gfdMigration.keepNodeSelector: false` the migrated keys are removed from `nodeSelector` and from the
 affinity terms (a term left empty means any node, so the required affinity then goes).
+
+A selector is at most 10 KiB (kube-apiserver's limit): where the nodeSelector value or the required affinity
+would make a longer one (about 170 product names or more), that part is not migrated. It stays a node constraint
+only, even with keepNodeSelector off, which is what it was under the device plugin; a warning says so. (Issue 22,
+item 2: the template with the long selector was refused by the apiserver, and the pod admitted unconverted.)
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuclaim.dra.api import names
 from gpuclaim.dra.celtext import int_literal, string_literal
 from gpuclaim.dra.config import GfdMigrationConfig
 from gpuclaim.dra.fieldpath import FieldError, Path
@@ -42,6 +48,19 @@ _C = f"device.capacity['{DOMAIN}']"
 
 
 _lit = string_literal  # the one escaping function for CEL literals
+MAX_SELECTOR_BYTES = names.CEL_SELECTOR_EXPRESSION_MAX_LENGTH
+
+
+def _too_big(expressions: list[str]) -> int | None:
+    """The size of the longest expression when one is past the apiserver's limit, else None."""
+    longest = max((len(e.encode("utf-8", "surrogatepass")) for e in expressions), default=0)
+    return longest if longest > MAX_SELECTOR_BYTES else None
+
+
+def _stays_node_constraint(where: str, size: int) -> str:
+    return (f"gpuclaim did not turn {where} into a device selector: it would be {size} bytes, more than the "
+            f"{MAX_SELECTOR_BYTES} a CEL selector may hold; it stays a node constraint only (as under the device "
+            "plugin: any GPU of the chosen node)")
 
 
 def _product(value: str) -> str:
@@ -183,6 +202,10 @@ def migrate(spec: Mapping[str, Any], config: GfdMigrationConfig) -> Migration:
             if got is None:
                 continue
             expr, full_only = got
+            size = _too_big([expr])
+            if size is not None:
+                out.warnings.append(_stays_node_constraint(f"spec.nodeSelector[{key}]", size))
+                continue
             if expr:
                 out.full_gpu.append(expr)
                 if not full_only:
@@ -251,8 +274,13 @@ def _affinity(spec: Mapping[str, Any], keys: list[str], config: GfdMigrationConf
             new_terms.append(new_term)
         else:
             new_terms.append(term)
-    out.full_gpu.extend(_any_of(full_terms))
-    out.mig.extend(_any_of(mig_terms))
+    full, mig = _any_of(full_terms), _any_of(mig_terms)
+    size = _too_big([*full, *mig])
+    if size is not None:  # nothing of the affinity is migrated: its terms stay as they are
+        out.warnings.append(_stays_node_constraint(base, size))
+        return
+    out.full_gpu.extend(full)
+    out.mig.extend(mig)
     if changed and not config.keep_node_selector:
         path = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
         if any(not t for t in new_terms):  # an empty term: that alternative now allows every node

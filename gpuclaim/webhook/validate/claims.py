@@ -21,12 +21,14 @@ def check_claim_spec(
     spec: api.DeviceClaim, *, parse_errors: list[FieldError], namespace: str, unchanged: bool,
     inventory: Inventory, settings: ValidationConfig, findings: Findings,
     schema_check: schemas.SchemaCheck | None = None, check_selectors: bool = True,
-    kubernetes: versions.KubernetesModel = versions.NEWEST_MODEL, lint: bool = False,
+    kubernetes: versions.KubernetesModel = versions.NEWEST_MODEL, lint: bool = False, admitted: bool | None = None,
 ) -> None:
     """``unchanged``: an UPDATE that kept the (immutable) spec; only the namespace rule is checked again.
     ``schema_check``: check names, types and counts against the driver schemas (after the dry-run).
     ``check_selectors`` False: the namespace rule and gated fields only, nothing that compiles CEL.
-    ``kubernetes``: the version whose environments and fields apply; ``lint``: see ``validate_object``."""
+    ``kubernetes``: the version whose environments and fields apply; ``lint``, ``admitted``: see
+    ``validate_object``."""
+    admitted = not lint if admitted is None else admitted
     if settings.admin_access == "enforce":
         check_admin_access(spec, namespace=namespace, labels=inventory.namespace_labels(namespace), findings=findings)
     if unchanged:
@@ -38,7 +40,7 @@ def check_claim_spec(
     for request in spec.requests:
         for alt in request.alternatives:
             compiled[alt.ref] = selectors.compile_all(alt.selectors, env=kubernetes.cel_new, findings=findings,
-                                                      lint=lint, already=parse_errors)
+                                                      lint=not admitted, already=parse_errors)
     if parse_errors or findings.denials:
         return  # the apiserver refuses the object anyway; a dry-run of a broken claim would only add noise
     index = inventory.devices()

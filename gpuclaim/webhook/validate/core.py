@@ -28,15 +28,22 @@ CHECKED_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Pod")
 def validate_object(
     obj: object, *, operation: Operation | str, old_object: object = None, namespace: str | None = None,
     inventory: Inventory, config: Config, lint: bool = False, check_selectors: bool = True,
-    kubernetes: versions.KubernetesModel = versions.NEWEST_MODEL,
+    kubernetes: versions.KubernetesModel = versions.NEWEST_MODEL, admitted: bool | None = None,
 ) -> Verdict:
     """``kubernetes``: the version whose CEL environments, gated fields and limits apply.
     ``lint``: no kube-apiserver validated the object first (``gpuclaim lint``): what it would refuse (a selector
     that does not compile, an unknown field) is an error, and so is what the driver schemas show the scheduler
     would refuse; the webhook reports those as warnings, because kube-apiserver admitted the object.
     ``check_selectors`` False: nothing that compiles or parses CEL runs (no selector check, dry-run or driver-schema
-    check), for an object whose selectors are past the webhook's compile budget; the rest is checked."""
+    check), for an object whose selectors are past the webhook's compile budget; the rest is checked.
+    ``admitted`` (default: not ``lint``): kube-apiserver validated the object before, so a selector gpuclaim cannot
+    compile means gpuclaim's model is behind (a warning); False for what gpuclaim is about to create itself, where
+    such a selector is an error though the driver schemas' scheduler-stage findings stay warnings."""
+    admitted = not lint if admitted is None else admitted
     findings = Findings()
+    if operation not in ("CREATE", "UPDATE"):
+        # nothing new to check; a DELETE's object is null (issue 22, item 7: it was denied as "not an object")
+        return findings.verdict()
     if not isinstance(obj, Mapping):
         findings.deny(FieldError.invalid(Path.root("kind"), type(obj).__name__, "expected a Kubernetes object"))
         return findings.verdict()
@@ -49,7 +56,7 @@ def validate_object(
     if kind == "ResourceSlice" and lint:
         _resource_slice(obj, kubernetes, findings)
         return findings.verdict()
-    if kind not in CHECKED_KINDS or operation not in ("CREATE", "UPDATE"):
+    if kind not in CHECKED_KINDS:
         return findings.verdict()
     converted, note = structure.to_v1(obj)
     if note is not None:
@@ -63,14 +70,15 @@ def validate_object(
         return findings.verdict()
     if isinstance(model, api.DeviceClass):
         stored = old is not None and _selectors(old) == _selectors(converted)
-        _device_class(model, errors, stored, inventory, config, findings, lint, check_selectors, kubernetes)
+        _device_class(model, errors, stored, inventory, config, findings, lint, check_selectors, kubernetes,
+                      admitted)
     elif isinstance(model, api.ResourceClaim | api.ResourceClaimTemplate):
         unchanged = structure.check_immutable(converted, old, findings)
         check_claim_spec(
             model.spec, parse_errors=errors, namespace=namespace_of(converted, namespace), unchanged=unchanged,
             inventory=inventory, settings=config.validation, findings=findings,
             schema_check=_schema_check(config, inventory, lint), check_selectors=check_selectors,
-            kubernetes=kubernetes, lint=lint,
+            kubernetes=kubernetes, lint=lint, admitted=admitted,
         )
     return findings.verdict()
 
@@ -91,14 +99,15 @@ def _schema_check(config: Config, inventory: Inventory, lint: bool) -> schemas.S
 
 def _device_class(
     model: api.DeviceClass, errors: list[FieldError], stored: bool, inventory: Inventory, config: Config,
-    findings: Findings, lint: bool, check_selectors: bool, kubernetes: versions.KubernetesModel,
+    findings: Findings, lint: bool, check_selectors: bool, kubernetes: versions.KubernetesModel, admitted: bool,
 ) -> None:
     """``stored``: an UPDATE that left the selectors byte-identical, compiled as the apiserver does then."""
     structure.check_gated_class(model, findings, kubernetes=kubernetes, lint=lint)
     if not check_selectors:
         return
     env = kubernetes.cel_stored if stored else kubernetes.cel_new
-    compiled = selectors.compile_all(model.selectors, env=env, findings=findings, lint=lint, already=errors)
+    compiled = selectors.compile_all(model.selectors, env=env, findings=findings, lint=not admitted,
+                                     already=errors)
     if stored or errors or findings.denials:
         return  # selectors unchanged: they were judged when they were written (and devices may have changed)
     if None in compiled:

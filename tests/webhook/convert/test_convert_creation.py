@@ -134,9 +134,24 @@ async def test_a_slow_api_is_a_clear_infrastructure_error(double: RunningDouble,
 
 
 async def test_a_missing_namespace_is_the_servers_clear_refusal(client: KubeClient) -> None:
+    """Issue 22, item 2: a 4xx on the create is a refusal with the server's code, never "unavailable" (which
+    internalErrorPolicy.mutate: allow answered by admitting the GPU pod unconverted)."""
     with pytest.raises(CreationError) as info:
         await create_objects(client, None, "nowhere", conversion(), dry_run=False)
-    assert info.value.reference == "api-rejected" and 'namespaces "nowhere" not found' in info.value.message
+    assert info.value.reference == "api-refused" and 'namespaces "nowhere" not found' in info.value.message
+    assert info.value.is_refusal and info.value.status == (404, "NotFound")
+
+
+@pytest.mark.parametrize(("code", "refusal"), [(403, True), (422, True), (429, True), (409, False), (500, False)],
+                         ids=["quota-forbidden", "invalid", "too-many-requests", "conflict", "server-error"])
+async def test_a_4xx_other_than_409_on_a_shared_claim_or_a_template_is_a_refusal(
+        double: RunningDouble, client: KubeClient, code: int, refusal: bool) -> None:
+    for wanted in (conversion(), conversion(1, group="chat")):
+        double.faults.add(Fault(kind="status", verbs=frozenset({"create"}), code=code, times=1))
+        with pytest.raises(CreationError) as info:
+            await create_objects(client, None, NS, wanted, dry_run=False, time_limit=1.0)
+        assert info.value.is_refusal is refusal
+        assert info.value.status == ((code, info.value.status[1]) if refusal else None)
 
 
 async def test_an_api_error_on_a_template_is_an_infrastructure_error(double: RunningDouble,

@@ -154,3 +154,44 @@ def test_migration_off_and_non_nvidia_resources_get_no_gfd_selectors() -> None:
     assert selectors_of(off.templates[0]["spec"]["spec"]) == []
     amd = convert_pod(gpu_pod(spec, "amd.com/gpu"), config=config(), device_classes=nvidia_classes())
     assert selectors_of(amd.templates[0]["spec"]["spec"]) == []
+
+
+def _products(n: int) -> list[str]:
+    return [f"NVIDIA-A100-SXM4-40GB-REV{i:04d}" for i in range(n)]
+
+
+@pytest.mark.parametrize(("spec", "where"), [
+    (affinity([{"key": "nvidia.com/gpu.product", "operator": "In", "values": _products(400)}]),
+     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"),
+    (affinity([{"key": "nvidia.com/gpu.product", "operator": "In", "values": _products(200)}],
+              [{"key": "nvidia.com/gpu.product", "operator": "In", "values": _products(200)[::-1]}]),
+     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"),
+    ({"nodeSelector": {"nvidia.com/gpu.product": "A" * 11_000}}, "spec.nodeSelector[nvidia.com/gpu.product]"),
+], ids=["one-term", "two-terms", "node-selector-value"])
+@pytest.mark.parametrize("keep", [True, False], ids=["keep", "drop"])
+def test_a_selector_past_the_apiservers_limit_is_not_written_the_node_constraint_stays(
+        spec: dict[str, Any], where: str, keep: bool) -> None:
+    """Issue 22, item 2: past 10 KiB the apiserver refuses the template. Each selector stays within the limit;
+    what does not fit is left to the node constraint (never removed, whatever keepNodeSelector says)."""
+    p = gpu_pod(spec)
+    cfg = config({"gfdMigration": {"keepNodeSelector": keep}})
+    result = convert_pod(p, config=cfg, device_classes=nvidia_classes())
+    check_conversion(p, result, cfg, nvidia_classes())
+    assert not result.refusals
+    assert all(len(e.encode()) <= 10 * 1024 for e in selectors_of(result.templates[0]["spec"]["spec"]))
+    assert not any("affinity" in op["path"] or "nodeSelector" in op["path"] for op in result.patch)
+    (warning,) = [w for w in result.warnings if "node constraint only" in w]
+    assert warning.startswith(f"gpuclaim did not turn {where} into a device selector")
+
+
+def test_a_product_list_just_within_the_limit_is_still_migrated() -> None:
+    values = _products(330)
+    while True:  # the largest list whose selector fits in 10 KiB
+        p = gpu_pod(affinity([{"key": "nvidia.com/gpu.product", "operator": "In", "values": values}]))
+        result = convert_pod(p, config=config(), device_classes=nvidia_classes())
+        if not any("node constraint only" in w for w in result.warnings):
+            break
+        values = values[:-1]
+    (expression,) = [e for e in selectors_of(result.templates[0]["spec"]["spec"]) if "productName" in e]
+    assert 10 * 1024 - 40 < len(expression.encode()) <= 10 * 1024
+    cel.compile_selector(expression, mode="new")  # the apiserver takes it: within the length and the cost limit

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import urllib.parse
 from typing import Any
 
 import orjson
 import pytest
 from server_helpers import Server, pod_review
 
+from gpuclaim.certs import client_context
 from gpuclaim.webhook import keys
 
 
@@ -98,3 +101,37 @@ async def test_a_review_with_extra_unknown_fields_is_still_answered(server: Serv
     doc["request"]["somethingNew"] = [1]
     status, answer = await server.post("/validate", doc)
     assert status == 200 and answer["response"]["uid"] == "u-extra"
+
+
+async def _expect_continue(server: Server, path: str, length: int, send_body: bytes | None = None) -> list[bytes]:
+    """Send a head with `Expect: 100-continue` over TLS; the status lines the server answers before any body
+    (then the body, when `send_body` is given, and the final status line)."""
+    url = urllib.parse.urlsplit(server.url)
+    reader, writer = await asyncio.open_connection(url.hostname, url.port, ssl=client_context(ca_pem=server.ca_pem),
+                                                   server_hostname="localhost")
+    try:
+        writer.write(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {length}\r\nExpect: 100-continue\r\n\r\n".encode())
+        await writer.drain()
+        lines = [await asyncio.wait_for(reader.readline(), 5)]
+        if send_body is not None and lines[0].startswith(b"HTTP/1.1 100"):
+            await reader.readline()  # the blank line after the interim answer
+            writer.write(send_body)
+            await writer.drain()
+            lines.append(await asyncio.wait_for(reader.readline(), 5))
+        return lines
+    finally:
+        writer.close()
+
+
+async def test_expect_continue_with_a_length_over_the_limit_gets_413_not_100(server: Server) -> None:
+    """Issue 22, item 7: aiohttp's default answered `100 Continue` to any declared length, inviting a body the
+    server then refused."""
+    limit = server.app[keys.CONFIG].webhook.max_body_bytes
+    (line,) = await _expect_continue(server, "/mutate", limit + 1)
+    assert line.startswith(b"HTTP/1.1 413 ")
+    body = _padded(limit)
+    lines = await _expect_continue(server, "/validate", len(body), send_body=body)
+    assert lines[0].startswith(b"HTTP/1.1 100 ") and lines[1].startswith(b"HTTP/1.1 200 ")
+    assert server.app[keys.REGISTRY].get_sample_value(
+        "gpuclaim_webhook_bad_requests_total", {"endpoint": "mutate", "code": "413"}) == 1

@@ -3,6 +3,7 @@ allowedNames, one of those names) reaches /mutate and /validate; kubelet's probe
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ssl
 from collections.abc import AsyncIterator
@@ -95,3 +96,22 @@ async def test_probes_need_no_client_certificate(guarded: tuple[str, dict[str, s
     async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=contexts["none"])) as session,
                 session.get(url + "/healthz") as response):
         assert response.status == 200
+
+
+async def test_expect_continue_refuses_a_caller_without_the_certificate_before_the_body(
+        guarded: tuple[str, dict[str, ssl.SSLContext]]) -> None:
+    """Issue 22, item 7: `Expect: 100-continue` from a caller clientAuth refuses gets 401 at once, not an
+    invitation to send its body; the apiserver's certificate gets `100 Continue`."""
+    url, contexts = guarded
+    host, _, port = url.removeprefix("https://").rpartition(":")
+    for who, expected in (("none", b"HTTP/1.1 401 "), ("intruder", b"HTTP/1.1 403 "),
+                          ("kube-apiserver", b"HTTP/1.1 100 ")):
+        reader, writer = await asyncio.open_connection(host, int(port), ssl=contexts[who],
+                                                       server_hostname="localhost")
+        try:
+            writer.write(b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
+            await writer.drain()
+            assert (await asyncio.wait_for(reader.readline(), 5)).startswith(expected), who
+        finally:
+            writer.close()
