@@ -24,6 +24,8 @@ _RESOURCES: dict[str, tuple[str, str, bool]] = {
     "ServiceAccount": ("/api/v1", "serviceaccounts", True),
     "ConfigMap": ("/api/v1", "configmaps", True),
     "Secret": ("/api/v1", "secrets", True),
+    "ResourceQuota": ("/api/v1", "resourcequotas", True),
+    "Event": ("/api/v1", "events", True),
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),

@@ -38,6 +38,12 @@ APPLIED_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", 
                  "ValidatingWebhookConfiguration")
 NODE_CAPACITY = {"cpu": "192", "memory": "2Ti", "pods": "110", "ephemeral-storage": "1Ti"}
 TOKEN_SECONDS = 24 * 3600
+#: chart values every loopback install starts from (a caller's values go over them): the quota controller on
+#: (docs/migration.md), reconciling every 2 s so a test's new quota is kept at once. Its Lease needs a namespace,
+#: which in a pod comes from POD_NAMESPACE; the local webhook has none, so gc.leaseNamespace names it, and the
+#: collector stays off as it was without a namespace (its sweeps would annotate the templates tests look at).
+BASE_VALUES: Obj = {"config": {"gc": {"enabled": False, "leaseNamespace": NAMESPACE},
+                               "quota": {"enabled": True, "intervalSeconds": 2}}}
 
 
 # ---- the fleet ---------------------------------------------------------------------------------------------------
@@ -157,6 +163,15 @@ def render_chart(values: Obj | None = None) -> list[Obj]:
     return objects
 
 
+def merge_values(base: Obj, over: Obj) -> Obj:
+    """``over`` on top of ``base``, mappings merged key by key (as Helm merges values files)."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        out[key] = merge_values(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+            else copy.deepcopy(value)
+    return out
+
+
 def to_url(registration: Obj, port: int) -> Obj:
     """The registration with each webhook's Service reference replaced by the loopback URL of the same path."""
     out = copy.deepcopy(registration)
@@ -232,7 +247,7 @@ class Gpuclaim:
             self.ports[name] = free_port()
         # the address kube-apiserver's admission kubeconfig holds its client certificate for
         self.ports["webhook"] = self.plane.ports.get("gpuclaim-webhook", self.ports["webhook"])
-        self.rendered = render_chart(self.values)
+        self.rendered = render_chart(merge_values(BASE_VALUES, self.values))
         self.skipped_kinds = sorted({o["kind"] for o in self.rendered if o["kind"] not in APPLIED_KINDS})
         objects = []
         for obj in self.rendered:

@@ -21,6 +21,7 @@ COMMANDS: dict[str, Command] = {
     "webhook": Command("gpuclaim.commands.webhook", "run the admission webhook server"),
     "extender": Command("gpuclaim.commands.extender", "run the scheduler extender server"),
     "certs": Command("gpuclaim.commands.certs", "issue / rotate serving certificates, inject the caBundle"),
+    "audit": Command("gpuclaim.commands.audit", "migration readiness: what conversion changes, quotas, mixed nodes"),
 }
 
 __all__ = ["COMMANDS", "Command"]

@@ -383,6 +383,22 @@ class GcConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaConfig:
+    """GPU quotas across the conversion (kube/quota.py, docs/migration.md). Opt-in: the elected webhook replica
+    keeps, beside each ResourceQuota with a ``requests.<mapped resource>`` entry, a ResourceQuota of its own with
+    ``<class>.deviceclass.resource.k8s.io/devices``, which kube-apiserver charges converted pods' claims to; the
+    mutating webhook refuses a pod whose devices would pass it. The Lease's namespace and timings are gc's."""
+
+    enabled: bool = False
+    interval_seconds: float = field(default=10.0, metadata=_meta(_positive))
+    # refuse at admission a pod the quota has no room for, as the device plugin's pods were refused
+    precheck: bool = True
+    # how long the pre-check counts a pod it admitted whose claim the quota's status does not show yet
+    reservation_seconds: float = field(default=30.0, metadata=_meta(_positive))
+    lease_name: str = field(default="gpuclaim-quota", metadata=_meta(_subdomain))
+
+
+@dataclass(frozen=True, slots=True)
 class LoggingConfig:
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["json", "text"] = "json"
@@ -397,6 +413,10 @@ class Config:
     cluster: ClusterConfig = ClusterConfig()
     certs: CertsConfig = CertsConfig()
     gc: GcConfig = GcConfig()
+    quota: QuotaConfig = QuotaConfig()
+    # a node where the device plugin advertises a mapped resource and the DRA driver behind it publishes slices
+    # (dra/mixed.py): avoid = the extender's filter keeps converted pods off it; allow = only warn and count
+    mixed_nodes: Literal["avoid", "allow"] = "avoid"
     logging: LoggingConfig = LoggingConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
     # Driver attribute schemas added to (or, with replace: true, replacing) the shipped ones: docs/driver-schemas.md

@@ -53,6 +53,7 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     serving_metrics.register_server_metrics(registry, component="extender",
                                             cert_expiry=reloader.expiry_timestamp if reloader else None)
     readiness = readiness or Readiness()
+    app[keys.MIXED] = None
     if api is not None:
         view = _watch_cluster(app, config, api, registry, readiness)
     assert view is not None
@@ -91,6 +92,10 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
                          backoff_jitter=config.cluster.backoff.jitter,
                          version=ClusterVersion(config.kubernetes, registry=registry))  # fmt: skip
     view = LiveView(cache, config)
+    from gpuclaim.kube.mixed import MixedNodes
+
+    app[keys.MIXED] = MixedNodes(cache, config.conversion, policy=config.mixed_nodes)
+    app[keys.MIXED].register(registry)
     readiness.add("cluster", view.ready)
     readiness.add("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))
 

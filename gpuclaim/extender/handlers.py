@@ -19,7 +19,7 @@ from aiohttp import web
 
 from gpuclaim.serving import connections, expect, offload
 
-from . import keys, predict, wire
+from . import keys, mixed, predict, wire
 from .score import NodeVerdict
 
 log = logging.getLogger(__name__)
@@ -132,6 +132,7 @@ async def filter_nodes(request: web.Request) -> web.Response:
     args: wire.ExtenderArgs | None = None
     try:
         args = await _args(request)
+        args, avoided = mixed.avoid(args, request.app[keys.MIXED])
         pod_request, verdicts = await _verdicts(request, args)
         if pod_request is not None and not pod_request.required and pod_request.pinned:
             # as kube-scheduler's own Filter: nodes an allocated claim of the pod cannot be used on fail
@@ -153,6 +154,7 @@ async def filter_nodes(request: web.Request) -> web.Response:
                     failed[v.node] = f"gpuclaim: predicted devices are not inside one {wanted} domain ({v.reason})"
             metrics.filtered.inc(len(failed))
             body = wire.encode_filter_result(args=args, passed=passed, failed=failed)
+        body = mixed.add_failed(body, avoided)
     except (wire.WireError, predict.PodError) as exc:
         result = "error"
         body = wire.encode_filter_result(args=None, error=f"gpuclaim extender: {exc}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -20,3 +21,5 @@ READINESS = web.AppKey("gpuclaim.extender.readiness", Readiness)
 REGISTRY = web.AppKey("gpuclaim.extender.registry", CollectorRegistry)
 # held while a request with many candidates is predicted, in slices: one such request at a time (handlers.py)
 LONG_CALLS = web.AppKey("gpuclaim.extender.long_calls", asyncio.Lock)
+# the cluster's mixed nodes (kube.mixed.MixedNodes) with the mixedNodes policy; None without a live cluster view
+MIXED: web.AppKey[Any] = web.AppKey("gpuclaim.extender.mixed")

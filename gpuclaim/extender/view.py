@@ -24,7 +24,7 @@ from typing import Any
 from gpuclaim.dra import allocator
 from gpuclaim.dra.api import DeviceClass, DeviceID
 from gpuclaim.dra.config import Config
-from gpuclaim.kube.cache import ClusterCache, compact_metadata, default_specs
+from gpuclaim.kube.cache import ClusterCache, compact_node, default_specs
 from gpuclaim.kube.reflector import Obj, WatchSpec
 
 from .groups import GroupCache
@@ -34,14 +34,15 @@ log = logging.getLogger(__name__)
 
 
 def extender_specs(config: Config) -> tuple[WatchSpec, ...]:
-    """The cache's default watches, with Nodes kept as name, labels and the NVLink annotation only."""
-    compact_node = functools.partial(compact_metadata, annotations=(config.extender.nvlink_annotation,))
+    """The cache's default watches, with Nodes kept as name, labels, the NVLink annotation and their extended
+    resources (mixed nodes) only."""
+    compact = functools.partial(compact_node, annotations=(config.extender.nvlink_annotation,))
 
     out = []
     for spec in default_specs():
         if spec.kind == "Node":
             spec = WatchSpec(spec.kind, spec.api_version, spec.plural, spec.label_selector, spec.namespaced,
-                             compact_node)  # fmt: skip
+                             compact)  # fmt: skip
         out.append(spec)
     return tuple(out)
 

@@ -51,6 +51,18 @@ def compact_metadata(obj: Obj, *, annotations: Collection[str] = ()) -> Obj:
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
 
 
+def compact_node(obj: Obj, *, annotations: Collection[str] = ()) -> Obj:
+    """:func:`compact_metadata`, plus the extended resources of ``status.allocatable`` (a device plugin's
+    ``nvidia.com/gpu: 8``), which tell a mixed node (kube/mixed.py); a few entries per GPU node, none elsewhere."""
+    out = compact_metadata(obj, annotations=annotations)
+    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    extended = {k: v for k, v in allocatable.items() if isinstance(k, str) and "/" in k} \
+        if isinstance(allocatable, Mapping) else {}
+    if extended:
+        out["status"] = {"allocatable": extended}
+    return out
+
+
 def default_specs(template_selector: str | None = None) -> tuple[WatchSpec, ...]:
     """What the cluster view watches. Templates: all of them by default, not only gpuclaim's, because the
     validating webhook checks that a pod's `resourceClaimTemplateName` exists and that its
@@ -64,7 +76,7 @@ def default_specs(template_selector: str | None = None) -> tuple[WatchSpec, ...]
         WatchSpec("ResourceClaimTemplate", resource, "resourceclaimtemplates", namespaced=True,
                   label_selector=template_selector or ""),
         WatchSpec("Namespace", "v1", "namespaces", compact=compact_metadata),
-        WatchSpec("Node", "v1", "nodes", compact=compact_metadata),
+        WatchSpec("Node", "v1", "nodes", compact=compact_node),
     )
 
 

@@ -73,6 +73,8 @@ class Outcome:
     templates_created: int = 0
     #: `patch` already encoded by `review.encode_patch` (a check that reuses a patch encodes it once)
     encoded_patch: str | None = None
+    #: the denial's message as it must read (kube-apiserver's own words, e.g. the quota's), instead of `errors` joined
+    message: str | None = None
 
     @property
     def allowed(self) -> bool:
@@ -86,6 +88,7 @@ class Context:
     config: Config
     cluster: Any = None  # kube.ClusterCache when a kubeconfig / in-cluster config is available
     client: Any = None  # kube.KubeClient, for side effects (template creation); None without a cluster
+    mixed: Any = None  # kube.mixed.MixedNodes over `cluster`, for the mixed-nodes warning; None without a cluster
 
     #: the config's model (its pinned version, else the newest), for when no cluster view follows /version
     configured: versions.KubernetesModel = field(init=False, repr=False, compare=False)
@@ -215,7 +218,7 @@ async def admit(endpoint: Endpoint, request: review.Request, request_errors: Seq
     warnings = tuple(n.message for n in outcome.warnings)
     reasons = tuple(warning_reason(n.reason) for n in outcome.warnings)
     if not outcome.allowed:
-        status = review.Status(outcome.code, outcome.reason, join_errors(outcome.errors))
+        status = review.Status(outcome.code, outcome.reason, outcome.message or join_errors(outcome.errors))
         response = review.Response(request.uid, False, status, warnings=warnings,
                                    audit_annotations=outcome.audit_annotations)
         return response, Record(endpoint, op, "denied", denial_reason=_denial_reason(outcome.errors),
@@ -258,6 +261,7 @@ class CoreChecks:
         # (kind, namespace, name) -> when its gpuclaim.io/last-used annotation is due for a refresh (gc on)
         self._touch_due: dict[tuple[str, str, str], float] = {}
         self._live: tuple[Any, Any] | None = None  # (the cluster view, its LiveInventory)
+        self._reservations: tuple[Any, Any] | None = None  # (the cluster view, its dra.quota.Reservations)
         # namespace -> (kind, name) this process created that the cluster view has not shown yet
         self._pending: dict[str, set[tuple[str, str]]] = {}
 
@@ -408,6 +412,9 @@ class CoreChecks:
             return Outcome(errors=tuple(conversion.refusals), warnings=notices)
         if not conversion.patch:
             return Outcome(warnings=notices)
+        over_quota = self._over_quota(request, ctx, prepared)
+        if over_quota is not None:
+            return over_quota
         created = 0
         if conversion.objects:
             if ctx.client is None:
@@ -417,7 +424,8 @@ class CoreChecks:
             gc = ctx.config.gc
             touch_after = gc.idle_seconds / 2 if gc.enabled else None
             if self._known(cache, request.namespace, prepared.specs, touch_after is not None and not request.dry_run):
-                return prepared.converted
+                self._reserve_quota(request, ctx, prepared)
+                return _with_mixed_warning(ctx, prepared, prepared.converted)
             new = [(kind, name) for kind, name, _ in prepared.specs
                    if cache is not None and not self._view_has(cache, kind, request.namespace, name)]
             over = self._over_cap(cache, request.namespace, new, conversion_config.max_objects_per_namespace)
@@ -453,8 +461,72 @@ class CoreChecks:
             if len(made.known) == len(conversion.objects):
                 self._remember(cache, request.namespace, prepared.specs, touch_after,
                                conversion_config.sharing.annotation)
-        return Outcome(patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices, converted=True,
-                       templates_created=created)
+            self._reserve_quota(request, ctx, prepared)
+        return _with_mixed_warning(ctx, prepared, Outcome(
+            patch=prepared.patch, encoded_patch=prepared.encoded_patch, warnings=notices, converted=True,
+            templates_created=created))
+
+    # ---- the quota pre-check (config `quota`, docs/migration.md) ----------------------------------------------
+
+    def _quota_state(self, ctx: Context) -> tuple[list[Any], Any] | None:
+        """The namespace-independent part of the pre-check: None when it does not run (off, no cluster, no quota
+        watch); else the cluster view's quotas and this view's reservations (subscribed to its quota events)."""
+        settings = ctx.config.quota
+        cache = ctx.cluster
+        if not (settings.enabled and settings.precheck) or cache is None or "ResourceQuota" not in getattr(
+                cache, "reflectors", {}):
+            return None
+        if self._reservations is None or self._reservations[0] is not cache:
+            from gpuclaim.dra import quota
+
+            reservations = quota.Reservations(settings.reservation_seconds)
+
+            def follow(kind: str, event_type: str, obj: Any) -> None:
+                if kind != "ResourceQuota":
+                    return
+                if event_type == "DELETED":
+                    reservations.forget(obj)
+                else:
+                    reservations.observe(obj)
+
+            for obj in list(cache.objects("ResourceQuota").values()):
+                reservations.observe(obj)
+            cache.subscribe(follow)
+            self._reservations = (cache, reservations)
+        return list(cache.objects("ResourceQuota").values()), self._reservations[1]
+
+    def _over_quota(self, request: review.Request, ctx: Context, prepared: _Prepared) -> Outcome | None:
+        """Refuse, in the quota's own words, a pod whose claims the namespace's GPU quota has no room for: what the
+        device plugin's pods were told at create. Best effort (the race window is in docs/migration.md); the bound
+        is kube-apiserver's charging of the claims."""
+        if not prepared.devices:
+            return None
+        state = self._quota_state(ctx)
+        if state is None:
+            return None
+        from gpuclaim.dra import quota
+
+        quotas, reservations = state
+        mirrors = [q for q in quotas if (q.get("metadata") or {}).get("namespace") == request.namespace]
+        if not mirrors:
+            return None
+        message = quota.exceeded(prepared.devices, mirrors,
+                                 pending=reservations.pending(request.namespace, time.monotonic()))
+        if message is None:
+            return None
+        return Outcome(errors=(FieldError.forbidden(Path.root("spec"), message),), code=403, reason="Forbidden",
+                       message=message, warnings=prepared.notices)
+
+    def _reserve_quota(self, request: review.Request, ctx: Context, prepared: _Prepared) -> None:
+        if request.dry_run or not prepared.devices:
+            return
+        state = self._quota_state(ctx)
+        if state is None:
+            return
+        quotas, reservations = state
+        mirrors = [q for q in quotas if (q.get("metadata") or {}).get("namespace") == request.namespace]
+        if mirrors:
+            reservations.reserve(request.namespace, prepared.devices, mirrors, time.monotonic())
 
     async def _invalid_objects(self, entry: Any, ctx: Context) -> tuple[FieldError, ...]:
         """Every object the conversion makes, checked with gpuclaim's own resource.k8s.io/v1 validation before it is
@@ -601,6 +673,24 @@ def _compile_pool() -> concurrent.futures.ThreadPoolExecutor:
     return _POOL
 
 
+def _with_mixed_warning(ctx: Context, prepared: _Prepared, outcome: Outcome) -> Outcome:
+    """The converted pod's answer, with a warning when nodes of its DeviceClasses are mixed (dra/mixed.py)."""
+    if ctx.mixed is None or not prepared.devices:
+        return outcome
+    found = {node: overlaps for node, overlaps in ctx.mixed.nodes().items()
+             if any(o.device_class in prepared.devices for o in overlaps)}
+    if not found:
+        return outcome
+    names = sorted(found)
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    what = sorted({f"{o.resource} / driver {o.driver}" for overlaps in found.values() for o in overlaps})
+    effect = ("the scheduler extender's filter keeps this pod off them (mixedNodes: avoid)" if ctx.mixed.avoid
+              else "this pod may get a GPU a device-plugin pod already uses there (mixedNodes: allow)")
+    text = (f"gpuclaim: {len(names)} node{'s are' if len(names) > 1 else ' is'} mixed ({shown}): the device plugin "
+            f"and DRA both hand out the same GPUs ({', '.join(what)}); {effect}")
+    return dataclasses.replace(outcome, warnings=(*outcome.warnings, Notice("mixed-nodes", text)))
+
+
 def _too_big(exc: BaseException) -> FieldError:
     texts: dict[type[BaseException], str] = {RecursionError: "is nested too deeply",
                                              OverflowError: "holds a number too large", MemoryError: "is too large"}
@@ -618,6 +708,8 @@ class _Prepared:
     encoded_patch: str | None
     specs: tuple[tuple[str, str, bytes], ...]
     converted: Outcome  # the answer when every object is already in the cluster view (the steady state)
+    #: DeviceClass -> devices the pod's claims (one per template) are charged by kube-apiserver's quota
+    devices: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, conversion: Any) -> _Prepared:
@@ -626,8 +718,11 @@ class _Prepared:
                        orjson.dumps(obj.get("spec"), option=orjson.OPT_SORT_KEYS)) for obj in conversion.objects)
         notices = tuple(Notice("conversion", w) for w in conversion.warnings)
         encoded = review.encode_patch(patch) if patch else None
+        from gpuclaim.dra import quota
+
         return cls(notices=notices, patch=patch, encoded_patch=encoded, specs=specs,
-                   converted=Outcome(patch=patch, encoded_patch=encoded, warnings=notices, converted=True))
+                   converted=Outcome(patch=patch, encoded_patch=encoded, warnings=notices, converted=True),
+                   devices=quota.templates_devices(conversion.templates))
 
 
 def core_checks(*, own_namespace: str | None = None) -> Checks:

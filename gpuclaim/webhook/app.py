@@ -43,7 +43,7 @@ async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
     if api is None:
         yield
         return
-    from gpuclaim.kube.cache import ClusterCache  # the kubernetes client costs import time: only with a cluster
+    from gpuclaim.kube.cache import ClusterCache, default_specs  # the kubernetes client costs import time
     from gpuclaim.kube.client import KubeClient
     from gpuclaim.kube.version import ClusterVersion
 
@@ -51,11 +51,18 @@ async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
     config = state.context.config
     client = KubeClient(api, timeout=config.cluster.api_timeout_seconds)
     backoff = config.cluster.backoff
+    specs = default_specs()
+    if config.quota.enabled and config.quota.precheck:
+        specs = (*specs, _quota_watch())
     cache = ClusterCache(client, registry=app[keys.REGISTRY], backoff_initial=backoff.initial_seconds,
                          backoff_cap=backoff.cap_seconds, backoff_factor=backoff.factor, backoff_jitter=backoff.jitter,
-                         version=ClusterVersion(config.kubernetes, registry=app[keys.REGISTRY]))
+                         specs=specs, version=ClusterVersion(config.kubernetes, registry=app[keys.REGISTRY]))
+    from gpuclaim.kube.mixed import MixedNodes
+
+    mixed = MixedNodes(cache, config.conversion, policy=config.mixed_nodes)
+    mixed.register(app[keys.REGISTRY])
     await cache.start()
-    state.context = admit.Context(config=config, cluster=cache, client=client)
+    state.context = admit.Context(config=config, cluster=cache, client=client, mixed=mixed)
     freezer = asyncio.create_task(_freeze_when_synced(cache), name="gpuclaim-webhook-gc-freeze")
     try:
         yield
@@ -106,6 +113,54 @@ async def _garbage_collection(app: web.Application) -> AsyncIterator[None]:
         state.gc = None
 
 
+def _quota_watch() -> Any:
+    """The admission pre-check reads the quota controller's own quotas (by label: few, small), their status.used
+    kept current by kube-apiserver's quota admission."""
+    from gpuclaim.dra import quota
+    from gpuclaim.kube.reflector import WatchSpec
+
+    return WatchSpec("ResourceQuota", "v1", "resourcequotas", namespaced=True,
+                     label_selector=f"{quota.MIRROR_LABEL}=true")
+
+
+async def _quota_controller(app: web.Application) -> AsyncIterator[None]:
+    """Keep a DRA-native quota beside each legacy GPU quota (kube/quota.py), on the replica holding its Lease.
+    Runs only with a cluster, with `quota.enabled`, and when the namespace for the Lease is known."""
+    state = app[keys.STATE]
+    config = state.context.config
+    if state.context.client is None or not config.quota.enabled:
+        yield
+        return
+    namespace = app[keys.NAMESPACE]
+    if not namespace:
+        log.warning("the quota controller is off: no namespace for its Lease (set POD_NAMESPACE or "
+                    "gc.leaseNamespace); GPU quotas do not hold for converted pods")
+        yield
+        return
+    from gpuclaim.kube import leader
+    from gpuclaim.kube import quota as quota_controller
+
+    gc_config = config.gc
+    elector = leader.LeaderElector(
+        state.context.client, namespace=namespace, name=config.quota.lease_name, identity=leader.default_identity(),
+        timing=leader.Timing(lease_duration=gc_config.lease_duration_seconds,
+                             renew_deadline=gc_config.renew_deadline_seconds,
+                             retry_period=gc_config.retry_period_seconds))
+    cache = state.context.cluster
+    controller = quota_controller.QuotaController(
+        state.context.client, conversion=config.conversion, classes=lambda: cache.inventory.parsed_classes(),
+        registry=app[keys.REGISTRY], model=(lambda: cache.version.model) if cache.version is not None else None)
+    task = asyncio.create_task(quota_controller.run(controller, elector, interval=config.quota.interval_seconds,
+                                                    synced=lambda: cache.wait_synced(None)),
+                               name="gpuclaim-webhook-quota")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader | None = None,
                kube_config: Any = None, registry: CollectorRegistry | None = None,
                time_limit: float = admit.DEFAULT_TIME_LIMIT, namespace: str | None = None) -> web.Application:
@@ -149,6 +204,7 @@ def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader |
         app.on_startup.append(_warm)
     app.cleanup_ctx.append(_cluster_view)
     app.cleanup_ctx.append(_garbage_collection)  # after the view: it reads it, and stops before it
+    app.cleanup_ctx.append(_quota_controller)
     app.router.add_post("/mutate", handlers.mutate, expect_handler=handlers.expect_continue)
     app.router.add_post("/validate", handlers.validate, expect_handler=handlers.expect_continue)
     app.router.add_get("/healthz", handlers.healthz)

@@ -56,6 +56,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "second-scheduler": {"scheduler": {"second": {"enabled": True, "replicas": 2}}},
     "no-extender": {"extender": {"enabled": False}},
     "no-gc": {"config": {"gc": {"enabled": False}}},
+    "quota": {"config": {"quota": {"enabled": True}}},
     "user-secret": {"certs": {"mode": "secret", "secretName": "my-webhook-tls", "caBundle": USER_CA_B64}},
     "strict": {
         "webhook": {

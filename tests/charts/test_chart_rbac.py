@@ -39,6 +39,16 @@ GC: set[Grant] = {
     (NAMESPACE, "coordination.k8s.io", "leases", "update", "gc-gpuclaim-webhook-gc"),
 }
 
+# the quota controller (config.quota, opt-in): read every ResourceQuota, write only its own (kube/quota.py), watch
+# them for the admission pre-check; one Lease for the elected controller
+QUOTA: set[Grant] = {
+    ("*", "", "resourcequotas", verb, "*") for verb in ("list", "watch", "create", "update", "delete")
+} | {
+    (NAMESPACE, "coordination.k8s.io", "leases", "create", "*"),
+    (NAMESPACE, "coordination.k8s.io", "leases", "get", "gc-gpuclaim-webhook-quota"),
+    (NAMESPACE, "coordination.k8s.io", "leases", "update", "gc-gpuclaim-webhook-quota"),
+}
+
 CERTS: set[Grant] = {
     (NAMESPACE, "", "secrets", "get", "gc-gpuclaim-tls"),
     (NAMESPACE, "", "secrets", "update", "gc-gpuclaim-tls"),
@@ -115,6 +125,15 @@ def test_the_lease_the_role_names_is_the_one_the_webhook_config_uses(render: Any
     assert no_gc["gc"] == {"enabled": False} and set(no_gc) == {"gc", "webhook"}
 
 
+def test_the_quota_controller_is_opt_in_and_gets_its_own_lease(render: Any) -> None:
+    granted, _ = grants(render("quota"))
+    assert granted["gc-gpuclaim-webhook"] == CLUSTER_VIEW | WEBHOOK_WRITES | GC | QUOTA
+    config = yaml.safe_load(render("quota").one("ConfigMap", "-config")["data"]["config.yaml"])
+    assert load_config(config).quota.lease_name == "gc-gpuclaim-webhook-quota"
+    default, _ = grants(render("default"))
+    assert not {g for g in default["gc-gpuclaim-webhook"] if g[2] == "resourcequotas"}
+
+
 def test_the_extender_can_write_nothing(render: Any) -> None:
     granted, _ = grants(render("default"))
     assert {g[3] for g in granted["gc-gpuclaim-extender"]} == {"list", "watch"}
@@ -177,3 +196,15 @@ def test_secret_create_is_narrowed_to_the_one_tls_secret_by_an_admission_policy(
     assert run(validation["expression"], object=tls)
     assert not run(validation["expression"], object=token)
     assert not run(validation["expression"], object=other)
+
+
+def test_the_audit_cluster_role_lists_exactly_what_the_audit_reads_and_is_bound_to_nobody(render: Any) -> None:
+    from gpuclaim.audit.sources import LISTED
+
+    rendered: Rendered = render("default")
+    (role,) = [o for o in rendered if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "gc-gpuclaim-audit"]
+    granted = {(group, res, verb) for rule in role["rules"] for group in rule["apiGroups"]
+               for res in rule["resources"] for verb in rule["verbs"]}
+    assert granted == {(v.rpartition("/")[0], plural, "list") for _, v, plural in LISTED}
+    assert not [o for o in rendered if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+                and o["roleRef"]["name"] == "gc-gpuclaim-audit"]

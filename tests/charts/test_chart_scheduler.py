@@ -49,13 +49,14 @@ def check_extender(entry: dict[str, Any], rendered: Rendered) -> None:
     assert url.hostname == f"{service['metadata']['name']}.{NAMESPACE}.svc"
 
 
-def test_default_scheduler_snippet_is_a_prioritize_only_ignorable_extender(render: Any) -> None:
+def test_default_scheduler_snippet_is_an_ignorable_extender_that_filters_mixed_nodes(render: Any) -> None:
     rendered: Rendered = render("default")
     cm = rendered.one("ConfigMap", "-scheduler-extender")
     snippet = yaml.safe_load(cm["data"]["extenders.yaml"])
     (entry,) = snippet["extenders"]
     check_extender(entry, rendered)
-    assert "filterVerb" not in entry
+    # mixedNodes: avoid (the default) is the extender's filter: registered, and ignorable like the rest
+    assert entry["filterVerb"] == "filter" and entry["ignorable"] is True
     assert entry["weight"] == 5 and entry["httpTimeout"] == "1s"
     assert entry["tlsConfig"]["caFile"] == "/etc/kubernetes/gpuclaim/ca.crt"
 
@@ -65,6 +66,12 @@ def test_filter_verb_and_tuning_come_from_values(render: Any) -> None:
     entry = yaml.safe_load(rendered.one("ConfigMap", "-scheduler-extender")["data"]["extenders.yaml"])["extenders"][0]
     check_extender(entry, rendered)
     assert (entry["filterVerb"], entry["weight"], entry["httpTimeout"]) == ("filter", 10, "500ms")
+
+
+def test_mixed_nodes_allow_leaves_a_prioritize_only_extender() -> None:
+    rendered = render_values({"config": {"mixedNodes": "allow"}})
+    entry = yaml.safe_load(rendered.one("ConfigMap", "-scheduler-extender")["data"]["extenders.yaml"])["extenders"][0]
+    assert "filterVerb" not in entry
 
 
 def test_url_prefix_override_for_a_host_network_scheduler() -> None:

@@ -180,6 +180,14 @@ def test_gc_defaults_are_one_hour_idle_and_client_go_lease_timings() -> None:
     assert (gc.lease_duration_seconds, gc.renew_deadline_seconds, gc.retry_period_seconds) == (15.0, 10.0, 2.0)
 
 
+def test_the_quota_controller_is_opt_in() -> None:
+    quota = load_config(None).quota
+    assert (quota.enabled, quota.precheck, quota.interval_seconds, quota.lease_name) == (False, True, 10.0,
+                                                                                         "gpuclaim-quota")
+    with pytest.raises(ConfigError, match=r"quota\.intervalSeconds"):
+        load_config({"quota": {"intervalSeconds": 0}})
+
+
 def test_several_errors_are_reported_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         load_config({"webhook": {"listen": 1, "maxBodyBytes": "x"}, "extender": {"policy": 2}, "nope": {}})
@@ -189,8 +197,8 @@ def test_several_errors_are_reported_at_once() -> None:
 
 def test_schema_description_lists_camel_case_keys() -> None:
     keys = cfg.config_keys()
-    assert set(keys) == {"conversion", "validation", "webhook", "extender", "cluster", "certs", "gc", "logging",
-                         "kubernetes", "schemas"}
+    assert set(keys) == {"conversion", "validation", "webhook", "extender", "cluster", "certs", "gc", "quota",
+                         "mixedNodes", "logging", "kubernetes", "schemas"}
     assert keys["kubernetes"] == {"version": "string", "featureGates": {"<name>": "bool"}}
     assert keys["gc"]["idleSeconds"] == "number"
     assert keys["webhook"]["maxBodyBytes"] == "int"

@@ -35,6 +35,9 @@ def failure_policy(kube: Kube, policy: str) -> Iterator[None]:
     original = kube.api.get(MUTATING)
     changed = {**original, "webhooks": [{**h, "failurePolicy": policy} for h in original["webhooks"]]}
     kube.api.call("PUT", MUTATING, changed)
+    # kube-apiserver's admission plugin reads registrations through an informer: a pod created a few milliseconds
+    # after the PUT can still meet the old policy (seen: Ignore's two timeouts and a 201 under "Fail")
+    time.sleep(1)
     try:
         yield
     finally:

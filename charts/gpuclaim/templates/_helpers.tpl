@@ -71,6 +71,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- $gc.leaseNamespace | default .Release.Namespace -}}
 {{- end }}
 
+{{- define "gpuclaim.quotaEnabled" -}}
+{{- $quota := get (.Values.config | default dict) "quota" | default dict -}}
+{{- if hasKey $quota "enabled" }}{{ $quota.enabled }}{{ else }}false{{ end -}}
+{{- end }}
+{{- define "gpuclaim.quotaLeaseName" -}}
+{{- $quota := get (.Values.config | default dict) "quota" | default dict -}}
+{{- $quota.leaseName | default (printf "%s-quota" (include "gpuclaim.webhookName" .)) -}}
+{{- end }}
+
 {{- define "gpuclaim.tlsSecretName" -}}
 {{- if .Values.certs.secretName }}{{ .Values.certs.secretName }}{{ else }}{{ include "gpuclaim.component" (dict "root" . "component" "tls") }}{{ end }}
 {{- end }}
@@ -262,11 +271,16 @@ One serving certificate carries the webhook's and the extender's Service names; 
 names the extender so verification works also when urlPrefix is a ClusterIP.
 Call with (dict "root" $ "caFile" PATH).
 */}}
+{{- define "gpuclaim.mixedNodes" -}}
+{{- get (.Values.config | default dict) "mixedNodes" | default "avoid" -}}
+{{- end }}
+
 {{- define "gpuclaim.extenderEntry" -}}
 {{- $e := .root.Values.scheduler.extender }}
 - urlPrefix: {{ default (printf "https://%s:443" (include "gpuclaim.extenderHost" .root)) $e.urlPrefix | quote }}
   prioritizeVerb: prioritize
-  {{- if $e.filter }}
+  {{- /* config.mixedNodes avoid (the default) needs the filter: it keeps converted pods off mixed nodes */}}
+  {{- if or $e.filter (eq (include "gpuclaim.mixedNodes" .root) "avoid") }}
   filterVerb: filter
   {{- end }}
   weight: {{ $e.weight }}

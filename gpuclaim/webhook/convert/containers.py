@@ -19,9 +19,8 @@ from fractions import Fraction
 from typing import Any, TypeGuard
 
 from gpuclaim.dra.fieldpath import FieldError, Path
+from gpuclaim.dra.mapping import MappingTable, Target
 from gpuclaim.dra.quantity import QuantityError, parse_quantity
-
-from .mapping import MappingTable, Target
 
 APP, INIT = "containers", "initContainers"
 #: a claim holds at most 32 requests (and 32 devices): past that many device-holding containers x resources the

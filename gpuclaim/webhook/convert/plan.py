@@ -24,8 +24,9 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from gpuclaim.dra.mapping import Target
+
 from .containers import INIT, Demand
-from .mapping import Target
 
 MAX_NAME = 63
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")

@@ -16,10 +16,10 @@ from typing import Any
 from gpuclaim.dra.api import DeviceClass
 from gpuclaim.dra.config import Config, ConversionConfig, TopologyConfig
 from gpuclaim.dra.fieldpath import FieldError, Path, join_errors
+from gpuclaim.dra.mapping import MappingTable, Target
 
 from . import gfd, patch, sharing, templates, topology
 from .containers import Collected, collect
-from .mapping import MappingTable, Target
 from .plan import Plan, plan
 
 MAX_DEVICES = 32  # AllocationResultsMaxSize: devices one claim can hold

@@ -1,4 +1,5 @@
-"""Which legacy extended resources gpuclaim converts, and into what.
+"""Which legacy extended resources gpuclaim converts, and into what (the webhook's conversion and the quota
+controller read the same table).
 
 A resource name maps to a DeviceClass through the first matching `conversion.mappings` entry (exact
 names and `prefix*` wildcards, in file order). Two things can stop the conversion of a mapped name:

@@ -1,0 +1,79 @@
+"""Where ``gpuclaim audit`` reads a cluster from: the API (read-only: list and /version; the chart's
+``<release>-audit`` ClusterRole grants exactly these) or a dump directory, as ``score --cluster`` reads one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuclaim.dra.api import iter_objects
+
+from .report import Objects
+
+#: (kind, apiVersion, plural): everything the report reads
+LISTED = (
+    ("Namespace", "v1", "namespaces"), ("Node", "v1", "nodes"), ("Pod", "v1", "pods"),
+    ("ResourceQuota", "v1", "resourcequotas"), ("Deployment", "apps/v1", "deployments"),
+    ("StatefulSet", "apps/v1", "statefulsets"), ("DaemonSet", "apps/v1", "daemonsets"),
+    ("Job", "batch/v1", "jobs"), ("CronJob", "batch/v1", "cronjobs"),
+    ("DeviceClass", "resource.k8s.io/v1", "deviceclasses"), ("ResourceSlice", "resource.k8s.io/v1", "resourceslices"),
+    ("ResourceClaim", "resource.k8s.io/v1", "resourceclaims"),
+)
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class SourceError(Exception):
+    """The cluster cannot be read; the message names what and why (exit 2)."""
+
+
+def from_directory(directory: Path) -> Objects:
+    if not directory.is_dir():
+        raise SourceError(f"--cluster {directory}: not a directory")
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in _SUFFIXES)
+    if not files:
+        raise SourceError(f"--cluster {directory}: no .yaml, .yml or .json files")
+    objects = Objects()
+    for path in files:
+        try:
+            documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise SourceError(f"{path}: {' '.join(str(exc).split())}") from None
+        for located in iter_objects(documents):
+            if isinstance(located.obj, Mapping):
+                objects.add(located.obj)
+    return objects
+
+
+async def from_api(api: Any, *, api_timeout: float = 30.0, page_size: int = 500) -> tuple[Objects, str]:
+    """Every object the report reads, listed page by page, and the cluster's gitVersion."""
+    from gpuclaim.kube.client import ApiError, ApiUnavailable, KubeClient, resource_path
+
+    client = KubeClient(api, timeout=api_timeout)
+    objects = Objects()
+    try:
+        version = str((await client.get("/version")).get("gitVersion") or "")
+        for kind, api_version, plural in LISTED:
+            params = {"limit": str(page_size)}
+            while True:
+                page = await client.list(resource_path(api_version, plural), params=params)
+                for item in page.get("items") or ():
+                    if isinstance(item, dict):
+                        objects.add({"apiVersion": api_version, "kind": kind, **item})
+                token = (page.get("metadata") or {}).get("continue")
+                if not token:
+                    break
+                params = {"limit": str(page_size), "continue": token}
+    except ApiError as exc:
+        raise SourceError(f"the API refused a read ({exc}); the audit needs the {LISTED_TEXT} "
+                          "(the chart's audit ClusterRole)") from None
+    except ApiUnavailable as exc:
+        raise SourceError(f"the API is not reachable: {exc}") from None
+    finally:
+        await client.close()
+    return objects, version
+
+
+LISTED_TEXT = "list permission on " + ", ".join(p for _, _, p in LISTED)
