@@ -1,7 +1,9 @@
 """Compile and evaluate DRA device selectors: the API the validator, allocator and extender use.
 
 ``compile_selector(expr, mode=...)`` checks an expression as kube-apiserver (``"new"``) or
-kube-scheduler (``"stored"``) does and returns a :class:`CompiledSelector`; compiled selectors are
+kube-scheduler (``"stored"``) does and returns a :class:`CompiledSelector`. ``mode`` is either an
+:class:`~gpuclaim.dra.cel.environment.Environment` (a Kubernetes version's, from ``gpuclaim.dra.versions``) or
+one of the two strings, which name 1.34's environments (the ones the CEL oracle pins); compiled selectors are
 kept in a bounded LRU :class:`SelectorCache` (``DEFAULT_CACHE`` is the process-wide one, a cache and
 nothing else). A compiled selector caches its results by the projection of a device on what it reads
 (driver, the attributes and capacities it names, "absent" included), so identical GPUs cost one
@@ -20,6 +22,7 @@ from typing import Any, Literal, Protocol
 from gpuclaim.dra.cel import cost, parser, reads, validators
 from gpuclaim.dra.cel import types as t
 from gpuclaim.dra.cel.checker import check
+from gpuclaim.dra.cel.environment import NEW_1_34, STORED_1_34, Environment
 from gpuclaim.dra.cel.errors import CelCompileError, CelRuntimeError
 from gpuclaim.dra.cel.operators import RuntimeDevice
 from gpuclaim.dra.cel.runtime import BUDGET, compile_checked
@@ -32,7 +35,7 @@ from gpuclaim.dra.semver import Semver
 # Python 3.11's Python-to-Python calls use no C stack, so a higher limit is safe; it is only ever raised.
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 40_000))
 
-Mode = Literal["new", "stored"]
+Mode = Literal["new", "stored"] | Environment
 MAX_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength
 MAX_COST = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost, also the runtime limit
 _RESULTS_PER_SELECTOR = 4096
@@ -103,10 +106,11 @@ def _canonical_quantity(q: Quantity) -> Quantity:
 class CompiledSelector:
     """A checked, compiled expression. ``reads`` is what it reads of a device (see :mod:`reads`)."""
 
-    def __init__(self, expression: str, mode: Mode, fn: Any, estimated_cost: int, track: bool,
+    def __init__(self, expression: str, env: Environment, fn: Any, estimated_cost: int, track: bool,
                  reads_: frozenset[reads.Read], result_type: t.Type) -> None:
         self.expression = expression
-        self.mode = mode
+        self.env = env
+        self.mode = env.kind
         self.estimated_cost = estimated_cost
         self.reads = reads_
         self.result_type = result_type
@@ -239,41 +243,50 @@ def _everything(device: Device) -> tuple[Any, ...]:
     )
 
 
+def environment(mode: Mode) -> Environment:
+    """The environment ``mode`` names ("new" / "stored": 1.34's)."""
+    if isinstance(mode, Environment):
+        return mode
+    return STORED_1_34 if mode == "stored" else NEW_1_34
+
+
 def compile_uncached(expression: str, *, mode: Mode = "new", any_result: bool = False) -> CompiledSelector:
     """Compile without a cache. ``any_result`` lifts the bool-result rule (for ``gpuclaim cel``)."""
+    env = environment(mode)
     if len(expression.encode("utf-8")) > MAX_LENGTH:
         raise CelCompileError(f"Too long: may not be more than {MAX_LENGTH} bytes", kind="too_long")
-    checked = check(expression, parser.parse(expression), stored=mode == "stored")
+    checked = check(expression, parser.parse(expression), env=env)
     validators.validate(expression, checked)  # cel-go's AST validators and constant folding
     out = checked.type_of(checked.expr)
     if not any_result and out not in (t.BOOL, t.ANY):
         raise CelCompileError(f"must evaluate to bool or the unknown type, not {out}")
     estimated = cost.estimate(checked).hi
-    if mode == "new" and estimated > MAX_COST:
+    if env.kind == "new" and estimated > MAX_COST:
         hint = None
         if "!=" in expression:
             hint = "'!=' on quantities is estimated at the maximum cost; write !(a == b) or a.compareTo(b) != 0"
         raise CelCompileError("too complex, exceeds cost limit", kind="too_complex", cost=estimated, hint=hint)
     fn = compile_checked(checked, track_cost=estimated > MAX_COST)
-    return CompiledSelector(expression, mode, fn, estimated, estimated > MAX_COST, reads.analyse(checked.expr), out)
+    return CompiledSelector(expression, env, fn, estimated, estimated > MAX_COST, reads.analyse(checked.expr), out)
 
 
 class SelectorCache:
-    """A bounded LRU of compiled selectors (and of compile errors), keyed by (expression, mode)."""
+    """A bounded LRU of compiled selectors (and of compile errors), keyed by (expression, environment)."""
 
     def __init__(self, maxsize: int = 256) -> None:
         self.maxsize = maxsize
-        self._entries: OrderedDict[tuple[str, str], CompiledSelector | CelCompileError] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, Environment], CompiledSelector | CelCompileError] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def compile(self, expression: str, *, mode: Mode = "new") -> CompiledSelector:
-        key = (expression, mode)
+        env = environment(mode)
+        key = (expression, env)
         entry = self._entries.get(key)
         if entry is None:
             try:
-                entry = compile_uncached(expression, mode=mode)
+                entry = compile_uncached(expression, mode=env)
             except CelCompileError as err:
                 entry = err
             self._entries[key] = entry

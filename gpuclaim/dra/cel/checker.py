@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from gpuclaim.dra.cel import ast
 from gpuclaim.dra.cel import types as t
 from gpuclaim.dra.cel.declarations import QUALIFIED, Overload, by_name
+from gpuclaim.dra.cel.environment import Environment
 from gpuclaim.dra.cel.errors import CelCompileError, error_at
 
 _RELATIONAL = {"_<_": "<", "_<=_": "<=", "_>_": ">", "_>=_": ">="}
 _DEVICE_FIELDS = {"driver": t.STRING, "attributes": t.ATTRIBUTES, "capacity": t.CAPACITY}
-_TABLES = {mode: by_name(stored=mode) for mode in (False, True)}
+_TABLES = {lists: by_name(ext_lists=lists) for lists in (False, True)}
 
 
 @dataclass(slots=True)
@@ -30,8 +31,8 @@ class Checked:
         return self.types[e.id]
 
 
-def check(text: str, expr: ast.Expr, *, stored: bool, multi_alloc: bool = False) -> Checked:
-    return _Checker(text, stored=stored, multi_alloc=multi_alloc).run(expr)
+def check(text: str, expr: ast.Expr, *, env: Environment) -> Checked:
+    return _Checker(text, env=env).run(expr)
 
 
 def _describe(args: list[t.Type], member: bool) -> str:
@@ -50,12 +51,12 @@ def _qualified_name(e: ast.Expr) -> str | None:
 
 
 class _Checker:
-    def __init__(self, text: str, *, stored: bool, multi_alloc: bool) -> None:
+    def __init__(self, text: str, *, env: Environment) -> None:
         self.text = text
-        self.stored = stored
-        self.table = _TABLES[stored]
+        self.ext_lists = env.ext_lists >= 3
+        self.table = _TABLES[self.ext_lists]
         self.device_fields = dict(_DEVICE_FIELDS)
-        if stored or multi_alloc:
+        if env.allow_multiple_allocations:
             # StoredExpressions has the field even with DRAConsumableCapacity off (it evaluates to false).
             self.device_fields["allowMultipleAllocations"] = t.BOOL
         self.scopes: list[dict[str, t.Type]] = []
@@ -255,8 +256,8 @@ class _Checker:
         return t.BOOL
 
     def sort_by(self, e: ast.Comprehension) -> ast.Expr:
-        """ext.Lists v3's sortBy(x, key): only in the scheduler's StoredExpressions environment in 1.34."""
-        if not self.stored:
+        """ext.Lists v3's sortBy(x, key): in the scheduler's environment, and in the apiserver's from 1.35."""
+        if not self.ext_lists:
             raise self.fail(e.pos, "undeclared reference to 'sortBy' (in container '')")
         e.iter_range = self.visit(e.iter_range)
         e.accu_init = self.visit(e.accu_init)

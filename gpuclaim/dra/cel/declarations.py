@@ -1,9 +1,9 @@
 """Function declarations of the Kubernetes 1.34 DRA CEL environment (the checker's view).
 
-``stored_only`` marks what a 1.34 apiserver does not offer to NEW expressions (ext.Lists v3,
-introduced in 1.34 while the apiserver's compatibility version is 1.33) but the scheduler's
-StoredExpressions environment evaluates. Overload ids follow cel-go's where the cost estimator needs
-them.
+``ext_lists`` marks cel-go's ``ext.Lists(ext.ListsVersion(3))``, which k8s.io/apiserver's base environment
+gains at 1.34 (``pkg/cel/environment/base.go``, "List library"): the scheduler's StoredExpressions environment
+has it from 1.34, kube-apiserver's NewExpressions environment (compatibility version n-1) from 1.35. Overload ids
+follow cel-go's where the cost estimator needs them.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Overload:
     member: bool
     params: tuple[Type, ...]  # the target first for member overloads
     result: Type
-    stored_only: bool = False
+    ext_lists: bool = False
     #: whether it has type parameters (instantiated with fresh type variables at each use)
     generic: bool = field(init=False, default=False)
 
@@ -55,12 +55,12 @@ class Overload:
 _ALL: list[Overload] = []
 
 
-def _g(name: str, oid: str, params: tuple[Type, ...], result: Type, *, stored_only: bool = False) -> None:
-    _ALL.append(Overload(oid, name, False, params, result, stored_only))
+def _g(name: str, oid: str, params: tuple[Type, ...], result: Type, *, ext_lists: bool = False) -> None:
+    _ALL.append(Overload(oid, name, False, params, result, ext_lists))
 
 
-def _m(name: str, oid: str, params: tuple[Type, ...], result: Type, *, stored_only: bool = False) -> None:
-    _ALL.append(Overload(oid, name, True, params, result, stored_only))
+def _m(name: str, oid: str, params: tuple[Type, ...], result: Type, *, ext_lists: bool = False) -> None:
+    _ALL.append(Overload(oid, name, True, params, result, ext_lists))
 
 
 _NUM = {"int64": INT, "uint64": UINT, "double": DOUBLE}
@@ -242,24 +242,27 @@ _g("isSemver", "is_semver_string_bool", (STRING, BOOL), BOOL)
 for _f in ("major", "minor", "patch"):
     _m(_f, f"semver_{_f}", (SEMVER,), INT)
 
-# -- ext.Lists v3: the scheduler has it, a 1.34 apiserver refuses it in new expressions ---------------
-_m("distinct", "list_distinct", (list_of(A),), list_of(A), stored_only=True)
-_m("flatten", "list_flatten", (list_of(list_of(A)),), list_of(A), stored_only=True)
-_m("flatten", "list_flatten_int", (list_of(DYN), INT), list_of(DYN), stored_only=True)
-_m("reverse", "list_reverse", (list_of(A),), list_of(A), stored_only=True)
-_m("slice", "list_slice", (list_of(A), INT, INT), list_of(A), stored_only=True)
-_m("first", "list_first", (list_of(A),), optional_of(A), stored_only=True)
-_m("last", "list_last", (list_of(A),), optional_of(A), stored_only=True)
+# cel-go's optional library, version 2 (cel/library.go): cel.OptionalTypes() with no version option is the
+# newest version, so every environment since 1.28 has these (not ext.Lists)
+_m("first", "list_first", (list_of(A),), optional_of(A))
+_m("last", "list_last", (list_of(A),), optional_of(A))
+
+# -- ext.Lists v3 (cel-go ext/lists.go: slice v0, flatten v1, the rest v2; v3 adds their costs) ---------
+_m("distinct", "list_distinct", (list_of(A),), list_of(A), ext_lists=True)
+_m("flatten", "list_flatten", (list_of(list_of(A)),), list_of(A), ext_lists=True)
+_m("flatten", "list_flatten_int", (list_of(DYN), INT), list_of(DYN), ext_lists=True)
+_m("reverse", "list_reverse", (list_of(A),), list_of(A), ext_lists=True)
+_m("slice", "list_slice", (list_of(A), INT, INT), list_of(A), ext_lists=True)
 for _t in _ORDERED:
-    _m("sort", f"list_{_t}_sort", (list_of(_t),), list_of(_t), stored_only=True)
-_g("lists.range", "lists_range", (INT,), list_of(INT), stored_only=True)
+    _m("sort", f"list_{_t}_sort", (list_of(_t),), list_of(_t), ext_lists=True)
+_g("lists.range", "lists_range", (INT,), list_of(INT), ext_lists=True)
 
 
-def by_name(*, stored: bool) -> dict[tuple[str, bool], list[Overload]]:
-    """(function name, is member) -> overloads visible in the environment."""
+def by_name(*, ext_lists: bool) -> dict[tuple[str, bool], list[Overload]]:
+    """(function name, is member) -> overloads visible in an environment with or without ext.Lists v3."""
     table: dict[tuple[str, bool], list[Overload]] = defaultdict(list)
     for o in _ALL:
-        if stored or not o.stored_only:
+        if ext_lists or not o.ext_lists:
             table[(o.name, o.member)].append(o)
     return dict(table)
 
