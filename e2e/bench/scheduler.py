@@ -157,6 +157,22 @@ def _ten_device_nodes(plan: install.FleetPlan) -> None:
             devices.append(extra)
 
 
+def _extender_calls(stack: Stack) -> tuple[float, float]:
+    """(prioritize calls, their seconds) so far, from the extender's own request_duration_seconds histogram."""
+    import urllib.request
+
+    url = f"http://127.0.0.1:{stack.gpuclaim.ports['extender-metrics']}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text = reply.read().decode()
+    count = total = 0.0
+    for line in text.splitlines():
+        if 'verb="prioritize"' in line and line.startswith("gpuclaim_extender_request_duration_seconds_count"):
+            count = float(line.rsplit(" ", 1)[1])
+        elif 'verb="prioritize"' in line and line.startswith("gpuclaim_extender_request_duration_seconds_sum"):
+            total = float(line.rsplit(" ", 1)[1])
+    return count, total
+
+
 def _fill(stack: Stack, api: Api, target: int, have: int) -> int:
     """Top the fill namespace up to `target` bound one-GPU pods, placed by the scheduler without the extender."""
     if target <= have:
@@ -204,13 +220,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _log(f"{shape} ({filled} of {devices} devices in use): {pods} pods, scheduler without the extender")
             without = _schedule_run(stack, api, pods, extender=False, label=f"{shape}-without")
             _log(f"  {without['pods_per_s']} pods/s; {pods} pods, scheduler with the extender")
+            calls_before, seconds_before = _extender_calls(stack)
             with_ext = _schedule_run(stack, api, pods, extender=True, label=f"{shape}-with")
+            calls, seconds = _extender_calls(stack)
             _log(f"  {with_ext['pods_per_s']} pods/s")
             converted += without["create_ms"] + with_ext["create_ms"]
             figures: Obj = {"devices_in_use_before": filled,
                             "pods_per_s_without": without["pods_per_s"], "pods_per_s_with": with_ext["pods_per_s"],
                             "bind_all_s_without": without["bind_all_s"], "bind_all_s_with": with_ext["bind_all_s"],
-                            "allocated_without": without["allocated"], "allocated_with": with_ext["allocated"]}
+                            "allocated_without": without["allocated"], "allocated_with": with_ext["allocated"],
+                            # the extender's own time per call, as it measures it: what it adds to a cycle
+                            "extender_calls": int(calls - calls_before),
+                            "extender_ms_per_call": round((seconds - seconds_before) * 1000
+                                                          / max(calls - calls_before, 1), 3)}
             if without["pods_per_s"] and with_ext["pods_per_s"]:
                 figures["ratio"] = round(with_ext["pods_per_s"] / without["pods_per_s"], 3)
             shapes[shape] = figures

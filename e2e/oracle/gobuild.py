@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 BUILD_TIMEOUT_S = 1800  # a cold build of the allocator oracle takes minutes on two loaded cores
@@ -52,23 +53,28 @@ def cache_dir() -> Path:
     return Path(base) / "gpuclaim" / "oracle"
 
 
-def source_hash(folder: Path, go: str) -> str:
+def source_hash(folder: Path, go: str, shared: Sequence[Path] = ()) -> str:
     digest = hashlib.sha256()
     version = subprocess.run([go, "version"], capture_output=True, text=True, check=False).stdout.strip()
     digest.update(version.encode())
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and (path.suffix == ".go" or path.name in ("go.mod", "go.sum")):
-            digest.update(str(path.relative_to(folder)).encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
+    for root in (folder, *shared):
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and (path.suffix == ".go" or path.name in ("go.mod", "go.sum")):
+                digest.update(str(path.relative_to(root.parent)).encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
-def build(folder: Path, name: str, *, go: str | None = None) -> Path:
-    """The binary of the Go main package in ``folder``, built if the cache lacks this exact source."""
+def build(folder: Path, name: str, *, shared: Sequence[Path] = (), go: str | None = None) -> Path:
+    """The binary of the Go main package in ``folder``, built if the cache lacks this exact source.
+
+    ``shared``: folders of local modules the main module replaces itself with (``replace ... => ../x``),
+    hashed with it, so an edit there rebuilds every version that uses them.
+    """
     go = go or go_tool()
     if go is None:
         raise GoMissing("Go toolchain not found on PATH")
-    target = cache_dir() / f"{name}-{source_hash(folder, go)}"
+    target = cache_dir() / f"{name}-{source_hash(folder, go, shared)}"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -81,7 +87,8 @@ def build(folder: Path, name: str, *, go: str | None = None) -> Path:
         nice = shutil.which("nice")
         if nice:
             command = [nice, "-n", "10", *command]
-        env = {**os.environ, "CGO_ENABLED": "0"}
+        # GOTOOLCHAIN=local: a newer go directive fails here rather than downloading a toolchain.
+        env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"}
         proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, env=env,
                               timeout=BUILD_TIMEOUT_S, check=False)  # fmt: skip
         if proc.returncode != 0:

@@ -2,7 +2,9 @@
 through the upstream allocator (``e2e.oracle.allocator``), and the comparison of the two outcomes.
 
 A scenario is exactly what the oracle reads: ``{features, node, slices, classes, allocatedDevices, claims}``.
-gpuclaim gets the same objects through its real parsers (``dra.api``).
+gpuclaim gets the same objects through its real parsers (``dra.api``). Each comparison is for one Kubernetes
+version: that version's oracle (``oracle.version_name``) and gpuclaim's allocator model of that version
+(``dra.allocator.features_for``); ``features`` are named as that version's ``structured.Features`` are.
 
 Comparison: the status (allocated / unsatisfiable / error) must be the same; for an allocation, gpuclaim's
 picks (per claim, in pick order: request, driver, pool, device, adminAccess; and the node selector) must be one
@@ -19,13 +21,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuclaim.dra import api
-from gpuclaim.dra.allocator import AllocationOutcome, Features, NodeInfo, allocate
+from gpuclaim.dra import api, versions
+from gpuclaim.dra.allocator import AllocationOutcome, Features, NodeInfo, allocate, features_for
 
 FEATURE_NAMES = {
-    "adminAccess": "admin_access", "prioritizedList": "prioritized_list", "deviceStatus": "device_status",
-    "partitionableDevices": "partitionable_devices", "deviceTaints": "device_taints",
-    "deviceBinding": "device_binding", "consumableCapacity": "consumable_capacity",
+    "adminAccess": ("admin_access",), "prioritizedList": ("prioritized_list",), "deviceStatus": ("device_status",),
+    "partitionableDevices": ("partitionable_devices",), "deviceTaints": ("device_taints",),
+    "deviceBinding": ("device_binding",), "consumableCapacity": ("consumable_capacity",),
+    "deviceBindingAndStatus": ("device_binding", "device_status"),  # one flag from 0.35 on
 }  # fmt: skip
 CASE_FEATURES = {
     "AdminAccess": "adminAccess", "PrioritizedList": "prioritizedList", "DeviceStatus": "deviceStatus",
@@ -38,16 +41,26 @@ RETRY_REPEAT = 400
 Canonical = tuple[str, Any]
 
 
-def features(scenario: Mapping[str, Any]) -> Features:
-    """As the oracle reads them: no ``features`` = the 1.34 scheduler's defaults; given = exactly those on."""
+def minor(version: str) -> int:
+    return versions.parse_version(version).minor
+
+
+def features(scenario: Mapping[str, Any], version: str = "1.34") -> Features:
+    """As the oracle of ``version`` reads them: no ``features`` = that scheduler's defaults; given = exactly those
+    on."""
     raw = scenario.get("features")
     if raw is None:
-        return Features()
-    off = dict.fromkeys(FEATURE_NAMES.values(), False)
-    return Features(**{**off, **{FEATURE_NAMES[k]: bool(v) for k, v in raw.items()}})
+        return features_for(versions.model_for(version))
+    flags = {name: False for names in FEATURE_NAMES.values() for name in names}
+    for key, value in raw.items():
+        if key not in FEATURE_NAMES and not value:
+            continue  # a newer library's flag gpuclaim does not model, off (listTypeAttributes, ...)
+        for name in FEATURE_NAMES[key]:
+            flags[name] = bool(value)
+    return Features(**flags, minor=minor(version))
 
 
-def run_gpuclaim(scenario: Mapping[str, Any]) -> AllocationOutcome:
+def run_gpuclaim(scenario: Mapping[str, Any], version: str = "1.34") -> AllocationOutcome:
     """gpuclaim's outcome. Objects must parse; upstream's own test table has objects the apiserver would refuse
     (``"lenient": true`` in the scenario), generated scenarios must also be free of validation errors."""
     strict = not scenario.get("lenient")
@@ -69,7 +82,8 @@ def run_gpuclaim(scenario: Mapping[str, Any]) -> AllocationOutcome:
     raw_node = scenario.get("node") or {}
     node = NodeInfo(raw_node.get("name", ""), dict(raw_node.get("labels") or {}))
     held = {api.DeviceID(*text.split("/")) for text in scenario.get("allocatedDevices") or ()}
-    return allocate(node, claims, slices=slices, classes=classes, allocated=held, features=features(scenario))
+    return allocate(node, claims, slices=slices, classes=classes, allocated=held,
+                    features=features(scenario, version))
 
 
 def canonical_upstream(outcome: Mapping[str, Any]) -> Canonical:
@@ -160,10 +174,10 @@ def compare_batch(oracle: Any, scenarios: Sequence[Mapping[str, Any]]) -> list[s
 
 
 def compare_all(oracle: Any, scenarios: Sequence[Mapping[str, Any]]) -> list[tuple[str | None, str]]:
-    """Per scenario: the difference (or None) and gpuclaim's status."""
+    """Per scenario: the difference (or None) and gpuclaim's status, for the oracle's version."""
     sent = [_wire(s, REPEAT if multi_pool(s) else 0) for s in scenarios]
     replies = oracle.run_many(sent)
-    ours = [canonical_gpuclaim(run_gpuclaim(s)) for s in scenarios]
+    ours = [canonical_gpuclaim(run_gpuclaim(s, oracle.version_name)) for s in scenarios]
     out = [difference(o, upstream_outcomes(r)) for o, r in zip(ours, replies, strict=True)]
     retry = [i for i, d in enumerate(out) if d is not None and multi_pool(scenarios[i])]
     if retry:  # a rotation not yet seen in REPEAT calls: ask far more often before calling it a disagreement
@@ -180,14 +194,26 @@ def _wire(scenario: Mapping[str, Any], repeat: int) -> dict[str, Any]:
     return out
 
 
-def scenario_from_case(case: Mapping[str, Any]) -> dict[str, Any]:
+def case_features(case: Mapping[str, Any], version: str) -> dict[str, bool]:
+    """A case's ``requiredFeatures`` (v0.34's flag names) as ``version``'s: from 0.35 DeviceBinding and DeviceStatus
+    are one flag, on only when the case asks for both."""
+    on = {CASE_FEATURES[f] for f in case["requiredFeatures"]}
+    if minor(version) >= 35:
+        both = {"deviceBinding", "deviceStatus"} <= on
+        on -= {"deviceBinding", "deviceStatus"}
+        if both:
+            on.add("deviceBindingAndStatus")
+    return dict.fromkeys(sorted(on), True)
+
+
+def scenario_from_case(case: Mapping[str, Any], version: str = "1.34") -> dict[str, Any]:
     """An upstream TestAllocator case (tests/fixtures/allocator) as an oracle scenario, with the case's features."""
     import allocator_cases as ac
 
     slices = [ac.slice_object(raw) for raw in case["slices"]]
     slices.sort(key=lambda s: (s["spec"]["driver"], s["spec"]["pool"]["name"]))  # stable: listing order in a pool
     return {
-        "features": {CASE_FEATURES[f]: True for f in case["requiredFeatures"]},
+        "features": case_features(case, version),
         "node": case.get("node") or None,
         "slices": slices,
         "classes": [ac.class_object(raw) for raw in case["classes"]],

@@ -53,6 +53,10 @@ CLASSES = (
 CLASS_DRIVER = {"gpu": GPU, "nic": NIC, "any": GPU, "big": GPU}
 MATCH_ATTRIBUTES = (f"{GPU}/numa", f"{GPU}/model", f"{GPU}/fast", SHARED, f"{NIC}/model")
 FEATURE_KEYS = ("adminAccess", "prioritizedList", "deviceStatus", "deviceTaints", "partitionableDevices")
+# from 0.35 on (structured.Features): DeviceBinding and DeviceStatus are one flag; ConsumableCapacity is accepted
+# (no scenario shares a device), so random sets also reach 0.35's experimental and 0.36+'s incubating code
+FEATURE_KEYS_35 = ("adminAccess", "prioritizedList", "deviceBindingAndStatus", "deviceTaints", "partitionableDevices",
+                   "consumableCapacity")
 
 
 def rare(draw: st.DrawFn, percent: int) -> bool:
@@ -180,7 +184,8 @@ def claims(draw: st.DrawFn, index: int) -> dict[str, Any]:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> dict[str, Any]:
+def scenarios(draw: st.DrawFn, version: str = "1.34") -> dict[str, Any]:
+    """A scenario for ``version``'s oracle (its ``features`` are named as that version's library names them)."""
     node_name = draw(st.sampled_from(NODES))
     labels = {}
     if not rare(draw, 25):
@@ -202,6 +207,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         "allocatedDevices": allocated,
         "claims": [draw(claims(i)) for i in range(draw(st.integers(1, 2)))],
     }  # fmt: skip
-    if rare(draw, 20):  # else the 1.34 scheduler's default gates
-        scenario["features"] = {k: not rare(draw, 25) for k in FEATURE_KEYS}
+    if rare(draw, 20):  # else that version's scheduler's default gates
+        keys = FEATURE_KEYS if version == "1.34" else FEATURE_KEYS_35
+        scenario["features"] = {k: not rare(draw, 25) for k in keys}
     return scenario

@@ -6,19 +6,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from e2e.oracle import gobuild
+from e2e.oracle import versions
 from e2e.oracle.jsonlines import JsonLinesProcess
 
 FOLDER = Path(__file__).resolve().parent
 
-# What the 1.34 kube-scheduler's DynamicResources plugin passes at default feature gates
-# (dynamicresources.go:712): DRAAdminAccess, DRAPrioritizedList, DRAResourceClaimDeviceStatus.
-SCHEDULER_FEATURES: Mapping[str, bool] = {"adminAccess": True, "prioritizedList": True, "deviceStatus": True}
 
-
-def binary() -> Path:
-    """The oracle's binary (built on first use; cached by source hash)."""
-    return gobuild.build(FOLDER, "allocator-oracle")
+def binary(version: str = versions.NEWEST) -> Path:
+    """The oracle's binary for Kubernetes ``version`` ("1.37"; built on first use, cached by source hash)."""
+    return versions.build(FOLDER, "allocator-oracle", version)
 
 
 class AllocatorOracle(JsonLinesProcess):
@@ -26,8 +22,9 @@ class AllocatorOracle(JsonLinesProcess):
 
     name = "allocator oracle"
 
-    def __init__(self, path: Path | None = None) -> None:
-        super().__init__(path or binary())
+    def __init__(self, path: Path | None = None, *, version: str = versions.NEWEST) -> None:
+        super().__init__(path or binary(version))
+        self.version_name = version
 
     def __enter__(self) -> AllocatorOracle:
         return self
@@ -45,4 +42,10 @@ class AllocatorOracle(JsonLinesProcess):
         return self.exchange(scenarios)
 
     def version(self) -> str:
+        """The DRA library module the binary was built with: "k8s.io/dynamic-resource-allocation@v0.37.2"."""
         return str(self.run({"op": "version"})["version"])
+
+    def scheduler_features(self) -> dict[str, bool]:
+        """What this version's kube-scheduler passes to the allocator at default gates, in the protocol's names
+        (the features a scenario without ``features`` runs with)."""
+        return {k: bool(v) for k, v in self.run({"op": "version"})["scheduler"].items()}

@@ -13,15 +13,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from e2e.oracle import gobuild
+from e2e.oracle import versions
 from e2e.oracle.jsonlines import JsonLinesProcess
 
 FOLDER = Path(__file__).resolve().parent
 
 
-def binary() -> Path:
-    """The oracle's binary (built on first use; cached by source hash)."""
-    return gobuild.build(FOLDER, "cel-oracle")
+def binary(version: str = versions.NEWEST) -> Path:
+    """The oracle's binary for Kubernetes ``version`` ("1.37"; built on first use, cached by source hash)."""
+    return versions.build(FOLDER, "cel-oracle", version)
 
 
 def device_json(device: Any) -> dict[str, Any]:
@@ -49,8 +49,9 @@ class CelOracle(JsonLinesProcess):
 
     name = "CEL oracle"
 
-    def __init__(self, path: Path | None = None) -> None:
-        super().__init__(path or binary())
+    def __init__(self, path: Path | None = None, *, version: str = versions.NEWEST) -> None:
+        super().__init__(path or binary(version))
+        self.version_name = version
 
     def __enter__(self) -> CelOracle:
         return self
@@ -71,6 +72,12 @@ class CelOracle(JsonLinesProcess):
 
     def eval_many(self, cases: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
         return self.exchange([{"op": "eval", "expr": e, "device": device_json(d)} for e, d in cases])
+
+    def about(self) -> dict[str, Any]:
+        """The DRA library module, the new-expression environment's compatibility version and the default of
+        DRAConsumableCapacity: ``{"version": "k8s.io/dynamic-resource-allocation@v0.37.2", "compatibility":
+        "1.36", "consumableCapacity": true}``."""
+        return self.exchange([{"op": "version"}])[0]
 
 
 def render(value: Any) -> Any:

@@ -6,18 +6,24 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuclaim.dra.api import AllocatedDevice, DeviceID, NodeSelector, NodeSelectorRequirement
+from gpuclaim.dra.versions import KubernetesModel, facts
 
 Status = Literal["allocated", "unsatisfiable", "error", "budget"]
 
 
 @dataclass(frozen=True, slots=True)
 class Features:
-    """The allocator features kube-scheduler enables from its feature gates.
+    """The allocator features kube-scheduler enables from its feature gates, and the DRA library minor that runs.
 
-    The default is what a 1.34 kube-scheduler passes with default gates: AdminAccess and PrioritizedList (beta,
-    on) and DeviceStatus (beta, on; it changes nothing in the search, but it is why 1.34 runs the *experimental*
-    allocator). PartitionableDevices and DeviceTaints are alpha (off). DeviceBinding and ConsumableCapacity are
-    alpha features this simulation does not implement: enabling them raises ``ValueError``.
+    Together they pick upstream's implementation as ``structured.NewAllocator`` does (``implementation``): the first
+    of stable, incubating, experimental whose supported features cover the requested ones, per the library's own
+    table (``gpuclaim.dra.versions``). The implementation and the minor decide the semantics the search follows
+    (``sorted_pools``, ``binding_last``, how invalid pools are treated). Build them for a cluster with
+    :func:`features_for`; the default is a 1.34 kube-scheduler with default gates: AdminAccess, PrioritizedList and
+    DeviceStatus (the experimental allocator). From 0.35 on, DeviceBinding and DeviceStatus are one upstream flag
+    (DeviceBindingAndStatus): here both set. ConsumableCapacity is accepted, but sharing a device
+    (``allowMultipleAllocations``) and capacity requests are not simulated: they fail with an AllocationError
+    naming the feature.
     """
 
     admin_access: bool = True
@@ -27,11 +33,97 @@ class Features:
     device_status: bool = True
     device_binding: bool = False
     consumable_capacity: bool = False
+    minor: int = 34
 
     def __post_init__(self) -> None:
-        unsupported = [n for n in ("device_binding", "consumable_capacity") if getattr(self, n)]
-        if unsupported:
-            raise ValueError(f"allocator features not simulated: {', '.join(unsupported)}")
+        if self.minor not in facts.ALLOCATORS:
+            raise ValueError(f"no allocator model for Kubernetes 1.{self.minor}")
+
+    @property
+    def upstream_set(self) -> frozenset[str]:
+        """``Features.Set()`` of this minor's library: the gate names the flags stand for."""
+        names = {"DRAAdminAccess": self.admin_access, "DRAPrioritizedList": self.prioritized_list,
+                 "DRAPartitionableDevices": self.partitionable_devices, "DRADeviceTaints": self.device_taints,
+                 "DRAConsumableCapacity": self.consumable_capacity}  # fmt: skip
+        if self.minor == 34:
+            names["DRADeviceBindingConditions"] = self.device_binding
+            names["DRAResourceClaimDeviceStatus"] = self.device_status
+        else:
+            names[facts.BINDING_AND_STATUS] = self.device_binding and self.device_status
+        return frozenset(name for name, on in names.items() if on)
+
+    @property
+    def implementation(self) -> facts.Implementation:
+        return facts.pick_allocator(self.minor, self.upstream_set)
+
+    @property
+    def binding_allowed(self) -> bool:
+        """Devices with bindingConditions are selectable (isSelectable): DeviceBinding and DeviceStatus both on."""
+        return self.device_binding and self.device_status
+
+    @property
+    def sorted_pools(self) -> bool:
+        """Pools in (driver, pool) order and slices by name, pools with binding conditions last: 0.36+ incubating
+        and experimental (D37/…/incubating/pools_incubating.go:192-219). Before that, and in stable, listing order
+        (upstream: Go map order, of which gpuclaim's (driver, pool) order is one)."""
+        return self.minor >= 36 and self.implementation != "stable"
+
+    @property
+    def binding_last(self) -> bool:
+        """Pools with binding conditions after the others: 0.34 and 0.35 experimental (pools_experimental.go:69-76,
+        126-131; slices with them after the others too) and every sorting implementation from 0.36."""
+        return self.sorted_pools or (self.minor <= 35 and self.implementation == "experimental")
+
+
+    # What the library versions do differently, beside the implementation (read from each version's
+    # internal/{stable,incubating,experimental}; the three share these within one version).
+
+    @property
+    def pools_apart(self) -> bool:
+        """0.35+ GatherPools: a slice with sharedCounters holds counters only (its devices are not offered); slices
+        with sharedCounters or perDeviceNodeSelection are skipped without DRAPartitionableDevices; an incomplete
+        pool offers no device; an obsolete one is dropped; an invalid one is skipped, and only when nothing fits
+        does the allocation fail with "invalid resource pools were encountered" (D35/…/incubating/
+        pools_incubating.go:54-160, allocator_incubating.go:280-290). 0.34 offered devices of incomplete pools and
+        failed as soon as the search reached an invalid one."""
+        return self.minor >= 35
+
+    @property
+    def counter_slices_skipped(self) -> bool:
+        """Without DRAPartitionableDevices, a slice with sharedCounters is skipped whole: 0.35+, except 0.35's
+        stable implementation, which predates the rule and offers its devices (D35/…/stable/pools_stable.go:58)."""
+        return self.pools_apart and not (self.minor == 35 and self.implementation == "stable")
+
+    @property
+    def subrequests_keyed_apart(self) -> bool:
+        """0.36+: a ``firstAvailable`` subrequest is validated under its own key and an ``All`` subrequest continues
+        with its own data (D36/…/incubating/allocator_incubating.go:244-247, 1051). 0.34 and 0.35 file subrequest
+        i's device answers under i - 1's key and continue an ``All`` subrequest with subrequest 0's data."""
+        return self.minor >= 36
+
+    @property
+    def device_in_cel_errors(self) -> bool:
+        """0.37: a selector's runtime error names the device before "CEL runtime error:" ("selector #0 on device
+        d: ..."; D37/…/incubating/allocator_incubating.go:1301-1303); before, gpuclaim's wording appends it."""
+        return self.minor >= 37
+
+    @property
+    def claim_limit_per_request(self) -> bool:
+        """0.37: the 32-device claim limit is checked as each request is added ("claim c, request r: adding n
+        devices exceeds the claim limit of 32, with m already accounted for"; D37/…/incubating/
+        allocator_incubating.go:262-265), not once for the claim."""
+        return self.minor >= 37
+
+
+def features_for(model: KubernetesModel) -> Features:
+    """What ``model``'s kube-scheduler passes to its allocator (its gates), and the library minor."""
+    on = model.allocator.features
+    binding = facts.BINDING_AND_STATUS in on or "DRADeviceBindingConditions" in on
+    status = facts.BINDING_AND_STATUS in on or "DRAResourceClaimDeviceStatus" in on
+    return Features(admin_access="DRAAdminAccess" in on, prioritized_list="DRAPrioritizedList" in on,
+                    partitionable_devices="DRAPartitionableDevices" in on, device_taints="DRADeviceTaints" in on,
+                    device_status=status, device_binding=binding, consumable_capacity="DRAConsumableCapacity" in on,
+                    minor=model.minor)  # fmt: skip
 
 
 DEFAULT_FEATURES = Features()

@@ -76,6 +76,9 @@ class NodePools:
     pool_ranges: tuple[tuple[int, int], ...] = field(default=())  # candidates[start:end] per pool
     # upstream's GatherPools failed (a slice's node selector nodeaffinity cannot parse): every allocation fails
     error: str | None = None
+    # 0.35+: an invalid pool offers no device and fails the allocation only when nothing fits (Features.pools_apart);
+    # 0.34: the search fails when it reaches one
+    invalid_skipped: bool = False
     # Selector outcomes per candidate, keyed by the selector expressions: a device's match does not depend on
     # allocations, so every call for this node (every pod, every claim) reuses them. Owned by this object and
     # dropped with it; bounded by MATCH_CACHE_KEYS. Not thread-safe (the extender runs one event loop).
@@ -109,29 +112,19 @@ def gather_pools(
     node: NodeInfo, slices: Iterable[ResourceSlice], *, features: Features = DEFAULT_FEATURES
 ) -> NodePools:
     """Pools visible to ``node`` (nodeName, nodeSelector, allNodes, per-device selection), newest generation."""
-    by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
     slices = list(slices)
     error = _gather_error(slices, features)
-    visible = [s for s in slices if slice_visible(s, node, features)]
-    # only the experimental implementation (chosen when DeviceStatus, DeviceBinding or ConsumableCapacity is on)
-    # adds slices with binding conditions last and puts their pools last; stable and incubating keep listing order
-    reorder = features.device_status or features.device_binding or features.consumable_capacity
-    if reorder:
-        visible.sort(key=_has_binding_conditions)  # stable sort: listing order otherwise
-    for s in visible:
-        key = (s.driver, s.pool.name)
-        current = by_pool.get(key)
-        if current is None or s.pool.generation > current[0].pool.generation:
-            by_pool[key] = [s]
-        elif s.pool.generation == current[0].pool.generation:
-            current.append(s)
+    if features.pools_apart:
+        built = _pools_apart(node, slices, features)
+    else:
+        built = _pools_together(node, slices, features)
     pools: list[PoolInfo] = []
     candidates: list[Candidate] = []
     ranges: list[tuple[int, int]] = []
-    binding_ok = features.device_binding and features.device_status
-    for key in sorted(by_pool, key=lambda k: (reorder and any(_has_binding_conditions(s) for s in by_pool[k]), k)):
-        members = by_pool[key]
-        pool = _pool_info(key, members)
+    binding_ok = features.binding_allowed
+    reorder = features.binding_last
+    for pool, members in sorted(built, key=lambda pm: (reorder and any(_has_binding_conditions(s) for s in pm[1]),
+                                                       (pm[0].driver, pm[0].name))):  # fmt: skip
         index = len(pools)
         pools.append(pool)
         start = len(candidates)
@@ -154,14 +147,122 @@ def gather_pools(
                 )
         ranges.append((start, len(candidates)))
     return NodePools(node=node, pools=tuple(pools), candidates=tuple(candidates), pool_ranges=tuple(ranges),
-                     error=error)  # fmt: skip
+                     error=error, invalid_skipped=features.pools_apart)  # fmt: skip
+
+
+def _newest(slices: Iterable[ResourceSlice]) -> dict[tuple[str, str], list[ResourceSlice]]:
+    """Per pool, the slices of its newest generation among ``slices``, in their order."""
+    by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
+    for s in slices:
+        key = (s.driver, s.pool.name)
+        current = by_pool.get(key)
+        if current is None or s.pool.generation > current[0].pool.generation:
+            by_pool[key] = [s]
+        elif s.pool.generation == current[0].pool.generation:
+            current.append(s)
+    return by_pool
+
+
+def _pools_together(node: NodeInfo, slices: list[ResourceSlice],
+                    features: Features) -> list[tuple[PoolInfo, list[ResourceSlice]]]:  # fmt: skip
+    """0.34: every visible slice's devices; an incomplete or invalid pool keeps them (the search decides)."""
+    visible = [s for s in slices if slice_visible(s, node, features)]
+    if features.binding_last:
+        visible.sort(key=_has_binding_conditions)  # stable sort: listing order otherwise
+    return [(_pool_info(key, members), members) for key, members in _newest(visible).items()]
+
+
+def _pools_apart(node: NodeInfo, slices: list[ResourceSlice],
+                 features: Features) -> list[tuple[PoolInfo, list[ResourceSlice]]]:  # fmt: skip
+    """0.35+ (see ``Features.pools_apart``): devices only from complete, valid pools; counters from their own
+    slices."""
+    relevant = []
+    for s in slices:
+        if not features.partitionable_devices and (
+            s.per_device_node_selection or (s.shared_counters and features.counter_slices_skipped)
+        ):
+            continue
+        if s.per_device_node_selection and features.partitionable_devices:
+            # relevant when one of its devices is for this node
+            if any(device_available_on(d, node_name=node.name, node_labels=node.labels) for d in s.devices):
+                relevant.append(s)
+        elif slice_visible(s, node, features):
+            relevant.append(s)
+    if features.binding_last and not features.sorted_pools:
+        relevant.sort(key=_has_binding_conditions)  # 0.35 experimental: such slices after the others
+    out: list[tuple[PoolInfo, list[ResourceSlice]]] = []
+    for key, members in _newest(relevant).items():
+        generation, count = members[0].pool.generation, members[0].pool.resource_slice_count
+        others: list[ResourceSlice] = []
+        if len(members) != count:
+            same_pool = [s for s in slices if (s.driver, s.pool.name) == key]
+            if any(s.pool.generation > generation for s in same_pool):
+                continue  # obsolete: the driver is replacing this generation
+            whole = [s for s in same_pool if s.pool.generation == generation]
+            if len(whole) != count:
+                out.append((PoolInfo(key[0], key[1], generation, (), True, None, MappingProxyType({})), []))
+                continue
+            names = {s.name for s in members}
+            others = [s for s in whole if s.name not in names]
+        if features.sorted_pools:
+            members = sorted(members, key=lambda s: s.name)
+
+        def holds_counters(s: ResourceSlice) -> bool:
+            return features.partitionable_devices and bool(s.shared_counters)
+
+        devices = [s for s in members if not holds_counters(s)]
+        counter_slices = [s for s in (*members, *others) if holds_counters(s)]
+        invalid = _duplicate_device(devices)
+        counters: dict[str, dict[str, Fraction]] = {}
+        if invalid is None and features.partitionable_devices:
+            invalid = _counter_sets(counter_slices, counters) or _unknown_counters(
+                counters, (*devices, *(s for s in others if not holds_counters(s))))
+        pool = PoolInfo(key[0], key[1], generation, tuple(members), False, invalid,
+                        MappingProxyType({k: MappingProxyType(v) for k, v in counters.items()}))  # fmt: skip
+        out.append((pool, devices if invalid is None else []))
+    return out
+
+
+def _duplicate_device(slices: Iterable[ResourceSlice]) -> str | None:
+    seen: set[str] = set()
+    for s in slices:
+        for device in s.devices:
+            if device.name in seen:
+                return f"duplicate device name {device.name}"
+            seen.add(device.name)
+    return None
+
+
+def _counter_sets(slices: Iterable[ResourceSlice], into: dict[str, dict[str, Fraction]]) -> str | None:
+    for s in slices:
+        for counter_set in s.shared_counters:
+            name = str(counter_set.get("name", ""))
+            if name in into:
+                return f"duplicate counter set name {name}"
+            into[name] = dict(_counter_values(counter_set.get("counters")))
+    return None
+
+
+def _unknown_counters(counters: Mapping[str, Mapping[str, Fraction]], slices: Iterable[ResourceSlice]) -> str | None:
+    for s in slices:
+        for device in s.devices:
+            for entry in device.consumes_counters:
+                set_name = str(entry.get("counterSet", ""))
+                if set_name not in counters:
+                    return f"counter set {set_name} not found"
+                for name, _ in _counter_values(entry.get("counters")):
+                    if name not in counters[set_name]:
+                        return f"counter {name} not found in counter set {set_name}"
+    return None
 
 
 def _gather_error(slices: list[ResourceSlice], features: Features) -> str | None:
     """GatherPools (pools_experimental.go:58-67) parses the node selector of every slice, whichever node it is
     for, in listing order, and fails on the first nodeaffinity refuses."""
     for s in slices:
-        if s.per_device_node_selection and not features.partitionable_devices:
+        if not features.partitionable_devices and (
+            s.per_device_node_selection or (features.counter_slices_skipped and s.shared_counters)
+        ):
             continue  # skipped before its selector is looked at
         if s.node_name is None and not s.all_nodes and s.node_selector is not None:
             problem = s.node_selector.parse_error()

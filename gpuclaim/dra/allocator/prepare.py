@@ -139,10 +139,19 @@ class Preparer:
                             f"claim {ref}, {what}: has capacity requests, but the DRAConsumableCapacity feature "
                             "is disabled"
                         )
+                    if exact.capacity is not None:
+                        raise AllocationError(f"claim {ref}, request {exact.name}: capacity requests "
+                                              "(DRAConsumableCapacity) are not simulated")  # fmt: skip
                 alternatives = [self._alternative(index, ref, request.name, exact, bool(subs), (index, r, k))
                                 for k, exact in enumerate(request.alternatives)]  # fmt: skip
                 requests.append(alternatives)
-                minimum += min((a.count for a in alternatives), default=0)
+                least = min((a.count for a in alternatives), default=0)
+                if self.features.claim_limit_per_request and least > MAX_DEVICES_PER_CLAIM - minimum:
+                    raise AllocationError(
+                        f"claim {ref}, request {request.name}: adding {least} devices exceeds the claim limit of "
+                        f"{MAX_DEVICES_PER_CLAIM}, with {minimum} already accounted for"
+                    )
+                minimum += least
             if minimum > MAX_DEVICES_PER_CLAIM:
                 raise AllocationError(
                     f"claim {ref}: number of requested devices {minimum} exceeds the claim limit of "
@@ -196,7 +205,7 @@ class Preparer:
             class_compiled=[None] * len(klass.selectors), request_compiled=[None] * len(exact.selectors),
         )  # fmt: skip
         if exact.allocation_mode == "ExactCount":
-            if not self.pools.any_invalid:
+            if self.pools.invalid_skipped or not self.pools.any_invalid:
                 alt.order = self.order(alt)
             return alt
         if exact.allocation_mode != "All":
@@ -207,8 +216,8 @@ class Preparer:
         # i - 1's key: an "All" subrequest reuses the answers an "All" predecessor gave (its own selectors are not
         # run on those devices: it gets the predecessor's devices, and a runtime error its selectors would raise
         # never happens). The memo is reset before the search, so only "All" subrequests are affected.
-        # Reproduced, because it is what a 1.34 scheduler picks.
-        prep_key = (key[0], key[1], max(key[2] - 1, 0)) if is_sub else key
+        # Reproduced, because it is what a 1.34 or 1.35 scheduler picks; fixed in 0.36.
+        prep_key = (key[0], key[1], max(key[2] - 1, 0)) if is_sub and not self.features.subrequests_keyed_apart else key
         for pool, (start, end) in zip(self.pools.pools, self.pools.pool_ranges, strict=True):
             if pool.incomplete:
                 raise AllocationError(
@@ -294,26 +303,34 @@ class Preparer:
         return outcomes
 
     def _evaluate(self, selectors: Sequence[Selector], compiled: list[Evaluator | None],
-                  candidate: Candidate) -> bool | tuple[str, int, str]:  # fmt: skip
-        """True, False, or why the selector failed: ("compile" | "runtime", selector index, message)."""
+                  candidate: Candidate) -> bool | tuple[str, int, str, Any]:  # fmt: skip
+        """True, False, or why the selector failed: ("compile" | "runtime", selector index, message, device id)."""
         for i, selector in enumerate(selectors):
             evaluator = compiled[i]
             if evaluator is None:
                 try:
                     evaluator = self.compiler(selector.expression)
                 except self.compile_error as err:
-                    return ("compile", i, _message(err))
+                    return ("compile", i, _message(err), None)
                 compiled[i] = evaluator
             try:
                 if not evaluator.evaluate(candidate.device):
                     return False
             except self.runtime_error as err:
-                return ("runtime", i, f"{_message(err)} (device {candidate.id})")
+                return ("runtime", i, _message(err), candidate.id)
         return True
 
-    def _failure(self, alt: Alternative, why: tuple[str, int, str], is_class: bool) -> AllocationError:
+    def _failure(self, alt: Alternative, why: tuple[str, int, str, Any], is_class: bool) -> AllocationError:
         where = f"class {alt.klass.name}" if is_class else f"claim {claim_ref(self.claims[alt.claim_index])}"
-        kind, index, message = why
+        kind, index, message, device = why
+        if kind == "runtime" and self.features.device_in_cel_errors:
+            if "no such key:" in message:  # cel.EnhanceRuntimeError (D37/cel/errors.go:40-55)
+                message += (". consider using CEL optional chaining (.? followed by orValue()) or guarding the "
+                            "check with has() for optional fields")
+            return AllocationError(f"{where}: selector #{index} on device {device}: CEL runtime error: {message}",
+                                   request=alt.ref)
+        if kind == "runtime":
+            message = f"{message} (device {device})"
         return AllocationError(f"{where}: selector #{index}: CEL {kind} error: {message}", request=alt.ref)
 
 

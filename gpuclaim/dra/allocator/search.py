@@ -99,8 +99,9 @@ class _Search:
             try:
                 # Upstream continues an "All" request at subrequest 0, not s (allocator_experimental.go:983 drops
                 # subRequestIndex): after the first device of an All subrequest s >= 1, the rest comes from
-                # subrequest 0's data. A 1.34 bug, reproduced because it decides what the scheduler picks.
-                done = self.one(c, r, 0, d + 1, in_sub, 0)
+                # subrequest 0's data. A 1.34 and 1.35 bug (fixed in 0.36), reproduced because it decides what the
+                # scheduler picks.
+                done = self.one(c, r, s if self.features.subrequests_keyed_apart else 0, d + 1, in_sub, 0)
             except BaseException:
                 self.release(c, alt, candidate)
                 raise
@@ -315,6 +316,9 @@ def allocate_on(
         assert search is not None
         return AllocationOutcome(status="budget", error="search budget exhausted (recursion depth)", steps=search.steps)
     assert search is not None  # _MaxSize comes only from inside the search
+    if not done and pools.invalid_skipped and pools.any_invalid:
+        # upstream wraps ErrFailedAllocationOnNode, whose text is empty (allocator_incubating.go:286-289)
+        return AllocationOutcome(status="error", error="invalid resource pools were encountered", steps=search.steps)
     if not done:
         return AllocationOutcome(status="unsatisfiable", steps=search.steps)
     out = []

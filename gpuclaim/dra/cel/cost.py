@@ -270,6 +270,8 @@ class _Coster:
         self.pop(e.accu_var)
         count = self.size_or_unknown(e.iter_range)
         total = total + count * (step + loop)
+        if e.macro == "sortBy":
+            return total + self.sort_by_expansion(e, count)
         if isinstance(e.accu_init, ast.Const):
             if (s := self.size(e.accu_init)) is not None:
                 self.sizes[e.id] = s
@@ -288,6 +290,19 @@ class _Coster:
                     kind, keys, vals = self.entries[add.args[1].id]
                     self.entries[e.id] = (kind, keys, R(0, vals.hi))
         return total
+
+    def sort_by_expansion(self, e: ast.Comprehension, count: R) -> R:
+        """What cel-go's sortBy expansion (ext/lists.go sortByMacro) costs beyond the comprehension above
+        (range, `[]`, result ident, a key per element): ``cel.bind(@in, range, @in.@sortByAssociatedKeys(
+        @in.map(x, key)))``: the bind's empty range (10), the map's range ident (1) and its step besides the key
+        (accu + `[key]` + `_+_`: 12 a element), the receiver ident (1), and the call, estimated as sort() of the
+        keys; its result size is the square of theirs, as cel-go's estimateAllocatingListCall reports it."""
+        keys = self.type(e.loop_step).name
+        factor = 2.0 + (_STR if keys in ("string", "bytes") else 0)
+        size = count * count
+        self.sizes[e.id] = size
+        self.entries.pop(e.id, None)
+        return R(_LIST_BASE, _LIST_BASE) + ONE + count * R(12, 12) + ONE + self._alloc(factor, size)
 
     def two_variable_step(self, e: ast.Comprehension) -> tuple[R, R]:
         """The (condition, step) costs of cel-go's expansion (ext/comprehensions.go) of a two-variable
@@ -351,7 +366,8 @@ class _Coster:
         if oid in ("list_distinct",) or oid.endswith("_sort"):
             sz = self.size_or_unknown(target)  # type: ignore[arg-type]
             factor = 2.0 + (_STR if oid in ("list_string_sort", "list_bytes_sort") else 0)
-            return self._alloc(factor, sz * sz) + argsum, sz
+            # cel-go's estimateAllocatingListCall reports the size it was given, n * n, as the result's size
+            return self._alloc(factor, sz * sz) + argsum, sz * sz
         if oid in ("list_reverse", "list_flatten", "list_flatten_int"):
             depth = 1 if oid != "list_flatten_int" else self._int_literal(args[0], U64)
             sz = self.size_or_unknown(target)  # type: ignore[arg-type]

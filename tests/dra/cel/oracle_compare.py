@@ -10,16 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuclaim.dra import cel
+from gpuclaim.dra import cel, versions
 
 
-def gpuclaim_match(expr: str, device: cel.Device, *, env: str = "new") -> dict[str, Any]:
+def environments(version: str) -> tuple[cel.Environment, cel.Environment]:
+    """Kubernetes ``version``'s (new-expression, stored-expression) environments at default gates."""
+    model = versions.model_for(version)
+    return model.cel_new, model.cel_stored
+
+
+def gpuclaim_match(expr: str, device: cel.Device, *, env: str = "new", version: str = "1.34") -> dict[str, Any]:
     """The oracle's reply shape; ``maxCost`` is the NewExpressions cost estimate where one was made."""
+    new, stored = environments(version)
     cost: dict[str, str] = {}
     try:
         if env == "new":
-            cost = {"maxCost": str(cel.compile_uncached(expr, mode="new").estimated_cost)}
-        compiled = cel.compile_uncached(expr, mode="stored")
+            cost = {"maxCost": str(cel.compile_uncached(expr, mode=new).estimated_cost)}
+        compiled = cel.compile_uncached(expr, mode=stored)
     except cel.CelCompileError as err:
         if err.cost is not None:
             cost = {"maxCost": str(err.cost)}
@@ -30,11 +37,11 @@ def gpuclaim_match(expr: str, device: cel.Device, *, env: str = "new") -> dict[s
     return {"matched": outcome, **cost}
 
 
-def gpuclaim_eval(expr: str, device: cel.Device) -> dict[str, Any]:
+def gpuclaim_eval(expr: str, device: cel.Device, *, version: str = "1.34") -> dict[str, Any]:
     from e2e.oracle.cel.client import render
 
     try:
-        compiled = cel.compile_uncached(expr, mode="stored", any_result=True)
+        compiled = cel.compile_uncached(expr, mode=environments(version)[1], any_result=True)
     except cel.CelCompileError as err:
         return {"stage": "compile", "error": err.message}
     try:

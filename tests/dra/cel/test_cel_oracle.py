@@ -35,6 +35,7 @@ from oracle_grammar import (
 )
 
 from e2e.oracle.cel.client import device_json
+from e2e.oracle.versions import NEWEST, VERSIONS
 from gpuclaim.dra import cel
 from gpuclaim.dra.quantity import parse_quantity
 from gpuclaim.dra.semver import parse_semver
@@ -43,6 +44,7 @@ CORPUS = Path(__file__).parents[2] / "fixtures" / "cel-oracle" / "disagreements.
 BUDGET = 5000
 LONG_BUDGET = 100_000
 LONG = os.environ.get("GPUCLAIM_LONG") == "1"
+LONG_VERSIONS = os.environ.get("GPUCLAIM_LONG_VERSIONS", NEWEST).split(",")  # the long run: the newest by default
 pytestmark = pytest.mark.timeout(1800 + 600)  # a cold build of the oracle takes minutes (docs/dev/upstream-oracle.md)
 
 
@@ -59,11 +61,15 @@ def _corpus() -> list[dict[str, Any]]:
     return [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip() and not line.startswith("#")]
 
 
+def _version(case: dict[str, Any]) -> str:
+    return str(case.get("version", "1.34"))  # the version whose oracle recorded it
+
+
 def _ours(case: dict[str, Any]) -> dict[str, Any]:
     device = _device(case.get("device") or {})
     if case.get("op", "match") == "eval":
-        return gpuclaim_eval(case["expr"], device)
-    return gpuclaim_match(case["expr"], device, env=case.get("env", "new"))
+        return gpuclaim_eval(case["expr"], device, version=_version(case))
+    return gpuclaim_match(case["expr"], device, env=case.get("env", "new"), version=_version(case))
 
 
 def _params() -> list[Any]:
@@ -72,16 +78,18 @@ def _params() -> list[Any]:
             else c for c in _corpus()]
 
 
-@pytest.mark.parametrize("case", _params(), ids=lambda c: c["expr"][:60])
+@pytest.mark.parametrize("case", _params(), ids=lambda c: f"{_version(c)}-{c['expr'][:60]}")
 def test_corpus_gpuclaim_gives_upstreams_verdict(case: dict[str, Any]) -> None:
     ours = _ours(case)
     assert verdict(ours) == verdict(case["upstream"]), case.get("note")
     assert same_cost(ours, case["upstream"]), (ours.get("maxCost"), case["upstream"].get("maxCost"))
 
 
-def test_corpus_verdicts_are_still_upstreams(cel_oracle: Any) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_corpus_verdicts_are_still_upstreams(cel_oracles: Any, version: str) -> None:
     """The recorded verdicts are what the oracle says today (a changed oracle shows up here, not as noise)."""
-    cases = _corpus()
+    cel_oracle = cel_oracles(version)
+    cases = [c for c in _corpus() if _version(c) == version]
     by_op: dict[str, list[int]] = {}
     for i, c in enumerate(cases):
         by_op.setdefault(c.get("op", "match") + ":" + c.get("env", "new"), []).append(i)
@@ -94,10 +102,11 @@ def test_corpus_verdicts_are_still_upstreams(cel_oracle: Any) -> None:
 
 
 def _differential(oracle: Any, expr: str, device: cel.PlainDevice, op: str = "match") -> None:
+    version = oracle.version_name
     if op == "eval":
-        theirs, ours = oracle.eval(expr, device), gpuclaim_eval(expr, device)
+        theirs, ours = oracle.eval(expr, device), gpuclaim_eval(expr, device, version=version)
     else:
-        theirs, ours = oracle.match(expr, device), gpuclaim_match(expr, device)
+        theirs, ours = oracle.match(expr, device), gpuclaim_match(expr, device, version=version)
     assert same_cost(ours, theirs), f"{expr!r}: estimated cost {ours.get('maxCost')}, upstream {theirs['maxCost']}"
     if verdict(ours) != verdict(theirs) and _one_of_upstreams(oracle, expr, device, op, verdict(ours)):
         return
@@ -116,48 +125,57 @@ def _one_of_upstreams(oracle: Any, expr: str, device: cel.PlainDevice, op: str, 
 _CI = settings(max_examples=BUDGET, derandomize=True, deadline=None, database=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 
+@pytest.mark.parametrize("version", VERSIONS)
 @_CI
 @given(expr=selectors(), device=devices())
-def test_random_selectors_agree_with_upstream(cel_oracle: Any, expr: str, device: cel.PlainDevice) -> None:
-    _differential(cel_oracle, expr, device)
+def test_random_selectors_agree_with_upstream(cel_oracles: Any, version: str, expr: str,
+                                              device: cel.PlainDevice) -> None:
+    _differential(cel_oracles(version), expr, device)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @settings(_CI, max_examples=BUDGET // 5)
 @given(expr=expressions(), device=devices())
-def test_random_expression_values_agree_with_upstream(cel_oracle: Any, expr: str, device: cel.PlainDevice) -> None:
-    _differential(cel_oracle, expr, device, "eval")
+def test_random_expression_values_agree_with_upstream(cel_oracles: Any, version: str, expr: str,
+                                                      device: cel.PlainDevice) -> None:
+    _differential(cel_oracles(version), expr, device, "eval")
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @settings(_CI, max_examples=BUDGET // 5)
 @given(expr=free_type_selectors(), device=devices())
-def test_free_type_variables_agree_with_upstream(cel_oracle: Any, expr: str, device: cel.PlainDevice) -> None:
+def test_free_type_variables_agree_with_upstream(cel_oracles: Any, version: str, expr: str,
+                                                 device: cel.PlainDevice) -> None:
     """`[]`, `{}`, `optional.none()` in macro and overload positions: cel-go binds their type variables by
     unification over the whole expression (`0 in [].filter(y, y == 0u)` does not compile)."""
-    _differential(cel_oracle, expr, device)
+    _differential(cel_oracles(version), expr, device)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @settings(_CI, max_examples=BUDGET // 5)
 @given(expr=time_selectors(), device=devices())
-def test_timestamp_and_duration_selectors_agree_with_upstream(cel_oracle: Any, expr: str,
+def test_timestamp_and_duration_selectors_agree_with_upstream(cel_oracles: Any, version: str, expr: str,
                                                               device: cel.PlainDevice) -> None:
     """cel-go's timestamp()/duration(): literals valid and not, arithmetic, comparisons, accessors with time
     zones, conversions, lists of them; the verdict, the error stage and the cost estimate must be upstream's."""
-    _differential(cel_oracle, expr, device)
+    _differential(cel_oracles(version), expr, device)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @settings(_CI, max_examples=BUDGET // 5)
 @given(expr=time_expressions(), device=devices())
-def test_timestamp_and_duration_values_agree_with_upstream(cel_oracle: Any, expr: str,
+def test_timestamp_and_duration_values_agree_with_upstream(cel_oracles: Any, version: str, expr: str,
                                                            device: cel.PlainDevice) -> None:
-    _differential(cel_oracle, expr, device, "eval")
+    _differential(cel_oracles(version), expr, device, "eval")
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @settings(_CI, max_examples=BUDGET // 5)
 @given(expr=mutated_time_literals(), device=devices())
-def test_timestamp_and_duration_parsing_agrees_with_upstream(cel_oracle: Any, expr: str,
+def test_timestamp_and_duration_parsing_agrees_with_upstream(cel_oracles: Any, version: str, expr: str,
                                                              device: cel.PlainDevice) -> None:
     """Go's time.Parse(RFC3339) and time.ParseDuration on near-valid text: accepted or not, and the value."""
-    _differential(cel_oracle, expr, device, "eval")
+    _differential(cel_oracles(version), expr, device, "eval")
 
 
 def _batches(total: int, size: int = 1000) -> Any:
@@ -181,15 +199,17 @@ def _batches(total: int, size: int = 1000) -> Any:
 @pytest.mark.slow
 @pytest.mark.timeout(6 * 3600)
 @pytest.mark.skipif(not LONG, reason="long differential run: GPUCLAIM_LONG=1")
-def test_long_random_selectors_agree_with_upstream(cel_oracle: Any) -> None:
+@pytest.mark.parametrize("version", LONG_VERSIONS)
+def test_long_random_selectors_agree_with_upstream(cel_oracles: Any, version: str) -> None:
     """LONG_BUDGET random selectors; every disagreement is listed (and appended to a report file) at the end."""
-    report = Path(os.environ.get("GPUCLAIM_ORACLE_REPORT", "/tmp/gpuclaim-cel-oracle-long.jsonl"))
+    cel_oracle = cel_oracles(version)
+    report = Path(os.environ.get("GPUCLAIM_ORACLE_REPORT", f"/tmp/gpuclaim-cel-oracle-long-{version}.jsonl"))
     disagreements, seen, costs = [], 0, 0
     with report.open("w") as out:
         for batch in _batches(LONG_BUDGET):
             replies = cel_oracle.match_many(batch)
             for (expr, device), theirs in zip(batch, replies, strict=True):
-                ours = gpuclaim_match(expr, device)
+                ours = gpuclaim_match(expr, device, version=version)
                 seen += 1
                 costs += estimated_cost(theirs) is not None
                 if not same_cost(ours, theirs) or (verdict(ours) != verdict(theirs) and not _one_of_upstreams(

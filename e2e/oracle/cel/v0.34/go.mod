@@ -1,25 +1,22 @@
-// The upstream CEL oracle: k8s.io/dynamic-resource-allocation v0.34.4 (cel-go v0.26 with the
-// k8s.io/apiserver v0.34.4 CEL libraries), driven by tests/dra/cel over JSON lines.
-module gpuclaim.test/e2e/oracle/cel
+// The upstream DRA CEL environment of Kubernetes 1.34 (k8s.io/dynamic-resource-allocation v0.34.4 and
+// the k8s.io/apiserver CEL libraries it pins) as a test oracle, driven by tests/dra/cel over JSON
+// lines: the shared code in ../oracle. Nothing here is shipped.
+module gpuclaim.test/e2e/oracle/cel/v0.34
 
 go 1.26
 
-require (
-	github.com/blang/semver/v4 v4.0.0
-	github.com/google/cel-go v0.26.0
-	k8s.io/api v0.34.4
-	k8s.io/apiserver v0.34.4
-	k8s.io/dynamic-resource-allocation v0.34.4
-)
+require gpuclaim.test/e2e/oracle/cel/oracle v0.0.0
 
 require (
 	cel.dev/expr v0.24.0 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
 	github.com/go-logr/logr v1.4.2 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
+	github.com/google/cel-go v0.26.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
@@ -45,8 +42,11 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
+	k8s.io/api v0.34.4 // indirect
 	k8s.io/apimachinery v0.34.4 // indirect
+	k8s.io/apiserver v0.34.4 // indirect
 	k8s.io/component-base v0.34.4 // indirect
+	k8s.io/dynamic-resource-allocation v0.34.4 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250710124328-f3f2b991d03b // indirect
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397 // indirect
@@ -54,3 +54,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
 )
+
+replace gpuclaim.test/e2e/oracle/cel/oracle => ../oracle

@@ -1,8 +1,12 @@
-// Command allocator-oracle runs the upstream DRA structured allocator
-// (k8s.io/dynamic-resource-allocation v0.34.4, structured.NewAllocator + Allocate)
-// on scenarios read as JSON lines from stdin, and writes one JSON line per scenario
-// to stdout. It is a test oracle for gpuclaim's allocator simulation; it is not
-// shipped. See docs/dev/allocator-oracle.md for the protocol.
+// Package oracle runs the upstream DRA structured allocator (structured.NewAllocator + Allocate
+// of whichever k8s.io/dynamic-resource-allocation version the calling module pins) on scenarios read
+// as JSON lines from stdin, and writes one JSON line per scenario to stdout. It is a test oracle for
+// gpuclaim's allocator simulation; it is not shipped. See docs/dev/allocator-oracle.md for the protocol.
+//
+// This module declares no requirements of its own: each version module under ../v0.3x requires its
+// DRA library version and replaces this one with the local folder, so the same code is compiled
+// against each version. What the versions' Go APIs do not share (the fields of structured.Features,
+// the features kube-scheduler passes at default gates) comes in through Features.
 //
 // Request (one line):
 //
@@ -13,8 +17,8 @@
 //	{"id": any, "op": "version"}
 //
 // Reply (one line): {"id": ..., "status": "allocated"|"unsatisfiable"|"error"|"bad-input"|"panic"|"timeout",
-// "results": [AllocationResult], "error": "...", "implementation": "experimental"}.
-package main
+// "results": [AllocationResult], "error": "...", "implementation": "incubating"}.
+package oracle
 
 import (
 	"bufio"
@@ -41,22 +45,12 @@ import (
 	sigsjson "sigs.k8s.io/json"
 )
 
-// features mirrors structured.Features with the JSON names the Python client uses.
-// A missing "features" object means the 1.34 kube-scheduler's default gates.
-type features struct {
-	AdminAccess          bool `json:"adminAccess"`
-	ConsumableCapacity   bool `json:"consumableCapacity"`
-	DeviceBinding        bool `json:"deviceBinding"`
-	DeviceStatus         bool `json:"deviceStatus"`
-	DeviceTaints         bool `json:"deviceTaints"`
-	PartitionableDevices bool `json:"partitionableDevices"`
-	PrioritizedList      bool `json:"prioritizedList"`
+// Features is one library version's structured.Features with the JSON names the Python client
+// uses (the fields differ between versions: DeviceBinding and DeviceStatus became
+// DeviceBindingAndStatus in v0.35, v0.37 added five more). Each version module defines it.
+type Features interface {
+	Structured() structured.Features
 }
-
-// schedulerDefaults is what the 1.34 DynamicResources plugin passes at default
-// gates (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go:712):
-// DRAAdminAccess, DRAPrioritizedList and DRAResourceClaimDeviceStatus are beta and on.
-var schedulerDefaults = features{AdminAccess: true, PrioritizedList: true, DeviceStatus: true}
 
 type nodeSpec struct {
 	Name   string            `json:"name"`
@@ -66,7 +60,7 @@ type nodeSpec struct {
 type request struct {
 	ID               json.RawMessage              `json:"id"`
 	Op               string                       `json:"op"`
-	Features         *features                    `json:"features"`
+	Features         json.RawMessage              `json:"features"`
 	Node             *nodeSpec                    `json:"node"`
 	Slices           []*resourceapi.ResourceSlice `json:"slices"`
 	Classes          []*resourceapi.DeviceClass   `json:"classes"`
@@ -86,6 +80,8 @@ type reply struct {
 	Implementation string                         `json:"implementation,omitempty"`
 	Match          *bool                          `json:"match,omitempty"`
 	Version        string                         `json:"version,omitempty"`
+	// Scheduler: the features this release's kube-scheduler passes at default gates (op "version").
+	Scheduler any `json:"scheduler,omitempty"`
 	// Outcomes: with "repeat": N > 1, every distinct outcome of N Allocate calls. The
 	// experimental allocator gathers pools into a Go map (pools_experimental.go:55) and
 	// visits them in map order, so with several pools the pick can differ between calls.
@@ -131,23 +127,11 @@ func celCache(consumable bool) *cel.Cache {
 	return c
 }
 
-func (f features) toStructured() structured.Features {
-	return structured.Features{
-		AdminAccess:          f.AdminAccess,
-		ConsumableCapacity:   f.ConsumableCapacity,
-		DeviceBinding:        f.DeviceBinding,
-		DeviceStatus:         f.DeviceStatus,
-		DeviceTaints:         f.DeviceTaints,
-		PartitionableDevices: f.PartitionableDevices,
-		PrioritizedList:      f.PrioritizedList,
-	}
-}
-
 // allocatedState is what the scheduler's allocated-devices tracker builds from
 // the claims' status.allocation (dynamicresources/allocateddevices.go:41,
 // foreachAllocatedDevice): adminAccess results are not considered allocated;
 // with ConsumableCapacity, results with a shareID are shared, not dedicated.
-func allocatedState(req *request, fts features) (structured.AllocatedState, error) {
+func allocatedState(req *request, fts structured.Features) (structured.AllocatedState, error) {
 	state := structured.AllocatedState{
 		AllocatedDevices:         sets.New[structured.DeviceID](),
 		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
@@ -200,13 +184,26 @@ func implementationOf(a structured.Allocator) string {
 	return path[strings.LastIndex(path, "/")+1:]
 }
 
-func allocate(req *request) (out reply) {
-	fts := schedulerDefaults
-	if req.Features != nil {
-		fts = *req.Features
+// features decodes the request's "features" strictly into this version's set; without one, the
+// scheduler's defaults.
+func features[F Features](req *request, scheduler F) (structured.Features, error) {
+	if len(req.Features) == 0 || string(req.Features) == "null" {
+		return scheduler.Structured(), nil
+	}
+	var fts F
+	if err := strict(req.Features, &fts); err != nil {
+		return structured.Features{}, fmt.Errorf("features: %w", err)
+	}
+	return fts.Structured(), nil
+}
+
+func allocate[F Features](req *request, scheduler F) (out reply) {
+	fts, err := features(req, scheduler)
+	if err != nil {
+		return reply{Status: "bad-input", Error: err.Error()}
 	}
 	ctx := context.Background()
-	timeout := 10 * time.Second // the scheduler's default DRA filter timeout (1.34: 10s)
+	timeout := 10 * time.Second // the scheduler's default DRA filter timeout (10s in 1.34-1.37)
 	if req.TimeoutMs > 0 {
 		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
 	}
@@ -221,7 +218,7 @@ func allocate(req *request) (out reply) {
 	for _, c := range req.Classes {
 		classes[c.Name] = c
 	}
-	allocator, err := structured.NewAllocator(ctx, fts.toStructured(), state, classes, req.Slices, celCache(fts.ConsumableCapacity))
+	allocator, err := structured.NewAllocator(ctx, fts, state, classes, req.Slices, celCache(fts.ConsumableCapacity))
 	if err != nil {
 		return reply{Status: "error", Error: err.Error()}
 	}
@@ -274,7 +271,7 @@ func nodeSelectorMatch(req *request) reply {
 	return reply{Status: "ok", Match: &match}
 }
 
-func handle(line []byte) (out reply) {
+func handle[F Features](line []byte, scheduler F) (out reply) {
 	var req request
 	defer func() {
 		if p := recover(); p != nil {
@@ -283,20 +280,16 @@ func handle(line []byte) (out reply) {
 	}()
 	// Case-sensitive and strict, as the apiserver decodes: a misspelt field in a
 	// generated object is an input error, not a silently different scenario.
-	strictErrs, err := sigsjson.UnmarshalStrict(line, &req)
-	if err != nil {
-		return reply{Status: "bad-input", Error: err.Error()}
-	}
-	if len(strictErrs) > 0 {
-		return reply{ID: req.ID, Status: "bad-input", Error: errors.Join(strictErrs...).Error()}
+	if err := strict(line, &req); err != nil {
+		return reply{ID: req.ID, Status: "bad-input", Error: err.Error()}
 	}
 	switch req.Op {
 	case "", "allocate":
-		out = allocate(&req)
+		out = allocate(&req, scheduler)
 	case "nodeSelector":
 		out = nodeSelectorMatch(&req)
 	case "version":
-		out = reply{Status: "ok", Version: moduleVersion()}
+		out = reply{Status: "ok", Version: moduleVersion(), Scheduler: scheduler}
 	default:
 		out = reply{Status: "bad-input", Error: fmt.Sprintf("op: unsupported value %q", req.Op)}
 	}
@@ -317,14 +310,25 @@ func moduleVersion() string {
 	return "unknown"
 }
 
-func main() {
+// strict decodes case-sensitively and refuses unknown fields, as the apiserver decodes.
+func strict(data []byte, into any) error {
+	strictErrs, err := sigsjson.UnmarshalStrict(data, into)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strictErrs...)
+}
+
+// Main serves requests on stdin until it closes; scheduler is what this release's kube-scheduler
+// passes to NewAllocator at default gates (used when a request names no features).
+func Main[F Features](scheduler F) {
 	in := bufio.NewReader(os.Stdin)
 	out := bufio.NewWriter(os.Stdout)
 	enc := json.NewEncoder(out)
 	for {
 		line, err := in.ReadBytes('\n')
 		if len(strings.TrimSpace(string(line))) > 0 {
-			if encErr := enc.Encode(handle(line)); encErr != nil {
+			if encErr := enc.Encode(handle(line, scheduler)); encErr != nil {
 				fmt.Fprintln(os.Stderr, "allocator-oracle: encode:", encErr)
 				os.Exit(1)
 			}

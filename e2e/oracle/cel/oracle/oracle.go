@@ -1,11 +1,16 @@
-// Command cel-oracle answers, for DRA device selectors, what Kubernetes 1.34 itself answers: it
-// compiles an expression as kube-apiserver validates a new (or stored) selector and evaluates it on
-// a device as kube-scheduler does, using k8s.io/dynamic-resource-allocation/cel v0.34.4 unmodified.
+// Package oracle answers, for DRA device selectors, what one Kubernetes release itself answers: it
+// compiles an expression as kube-apiserver validates a new (or stored) selector and evaluates it on a
+// device as kube-scheduler does, using k8s.io/dynamic-resource-allocation/cel unmodified, at whichever
+// version the calling module (../v0.3x) pins. This module declares no requirements of its own.
+//
+// The apiserver's new-expression environment is the library's own: environment.NewExpressions at
+// DefaultCompatibilityVersion(), which k8s.io/component-base of that release puts at its minor - 1.
 //
 // Protocol: one JSON request per line on stdin, one JSON response per line on stdout, in order.
 //
 //	{"id": 1, "op": "match", "expr": "...", "env": "new"|"stored", "device": {...}}
 //	{"id": 2, "op": "eval",  "expr": "...", "device": {...}}
+//	{"id": 3, "op": "version"}
 //
 // "match" is the admission + scheduling pipeline: the length limit, CompileCELExpression with the
 // NewExpressions environment and the cost limit (skipped for env "stored"), then the scheduler's
@@ -18,7 +23,7 @@
 // The device is a resource.k8s.io/v1 Device's basic fields: {"driver": ..., "attributes":
 // {"name": {"int": 1}|{"bool": true}|{"string": "s"}|{"version": "1.2.3"}}, "capacity": {"name":
 // {"value": "80Gi"}}, "allowMultipleAllocations": bool}.
-package main
+package oracle
 
 import (
 	"bufio"
@@ -28,6 +33,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strconv"
 
@@ -57,8 +63,8 @@ type request struct {
 	Expr   string  `json:"expr"`
 	Env    string  `json:"env"`
 	Device *device `json:"device"`
-	// ConsumableCapacity mirrors the DRAConsumableCapacity gate (off by default in 1.34).
-	ConsumableCapacity bool `json:"consumableCapacity"`
+	// ConsumableCapacity mirrors the DRAConsumableCapacity gate; absent: the release's default.
+	ConsumableCapacity *bool `json:"consumableCapacity"`
 }
 
 type response struct {
@@ -69,6 +75,24 @@ type response struct {
 	Matched *bool  `json:"matched,omitempty"`
 	Value   any    `json:"value,omitempty"`
 	MaxCost string `json:"maxCost,omitempty"` // the NewExpressions estimate, as a decimal string (uint64)
+	Version string `json:"version,omitempty"` // op "version": the DRA library's module version
+	// op "version": the NewExpressions environment's compatibility version and the default gate
+	Compatibility      string `json:"compatibility,omitempty"`
+	ConsumableCapacity *bool  `json:"consumableCapacity,omitempty"`
+}
+
+// Defaults are the release's default gates that change the CEL environments.
+type Defaults struct {
+	ConsumableCapacity bool // DRAConsumableCapacity: alpha and off in 1.34 and 1.35, beta and on from 1.36
+}
+
+var defaults Defaults
+
+func consumable(req request) bool {
+	if req.ConsumableCapacity != nil {
+		return *req.ConsumableCapacity
+	}
+	return defaults.ConsumableCapacity
 }
 
 var caches = map[bool]*dracel.Cache{}
@@ -97,7 +121,7 @@ func toDRA(d *device) dracel.Device {
 // match runs the apiserver's validation (validateCELSelector in k8s.io/kubernetes
 // pkg/apis/resource/validation) and then the scheduler's evaluation.
 func match(req request) (resp response) {
-	features := dracel.Features{EnableConsumableCapacity: req.ConsumableCapacity}
+	features := dracel.Features{EnableConsumableCapacity: consumable(req)}
 	if req.Env != "stored" {
 		if len(req.Expr) > resourceapi.CELSelectorExpressionMaxLength {
 			return response{Stage: "compile", Kind: "TooLong",
@@ -115,7 +139,7 @@ func match(req request) (resp response) {
 			return resp
 		}
 	}
-	compiled := schedulerCache(req.ConsumableCapacity).GetOrCompile(req.Expr)
+	compiled := schedulerCache(consumable(req)).GetOrCompile(req.Expr)
 	if compiled.Error != nil {
 		resp.Stage, resp.Error, resp.Kind = "compile", compiled.Error.Detail, celErrorKind(compiled.Error)
 		return resp
@@ -168,7 +192,7 @@ func (m defaulting) Get(key ref.Val) ref.Val {
 
 // eval evaluates any expression on the device, with the variables DeviceMatches builds.
 func eval(req request) (resp response) {
-	env := storedEnv(req.ConsumableCapacity)
+	env := storedEnv(consumable(req))
 	ast, issues := env.Compile(req.Expr)
 	if issues != nil && issues.Err() != nil {
 		return response{Stage: "compile", Error: "compilation failed: " + issues.String(), Kind: "Invalid"}
@@ -319,11 +343,28 @@ func serve(req request) (resp response) {
 		return match(req)
 	case "eval":
 		return eval(req)
+	case "version":
+		on := defaults.ConsumableCapacity
+		return response{Version: moduleVersion(), Compatibility: environment.DefaultCompatibilityVersion().String(),
+			ConsumableCapacity: &on}
 	}
 	return response{Stage: "protocol", Error: "unknown op " + strconv.Quote(req.Op)}
 }
 
-func main() {
+func moduleVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "k8s.io/dynamic-resource-allocation" {
+				return dep.Path + "@" + dep.Version
+			}
+		}
+	}
+	return "unknown"
+}
+
+// Main serves requests on stdin until it closes, with the release's default gates.
+func Main(d Defaults) {
+	defaults = d
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
 	out := bufio.NewWriter(os.Stdout)

@@ -1,16 +1,13 @@
-// The upstream DRA structured allocator as a test oracle (see docs/dev/allocator-oracle.md).
-// Pinned to the Kubernetes 1.34.4 staging modules; nothing here is shipped.
-module gpuclaim.test/e2e/oracle/allocator
+// The upstream DRA structured allocator of Kubernetes 1.34.4 as a test oracle
+// (docs/dev/allocator-oracle.md): the shared code in ../oracle, compiled against
+// k8s.io/dynamic-resource-allocation v0.34.4. Nothing here is shipped.
+module gpuclaim.test/e2e/oracle/allocator/v0.34
 
 go 1.26
 
 require (
-	k8s.io/api v0.34.4
-	k8s.io/apimachinery v0.34.4
-	k8s.io/component-helpers v0.34.4
+	gpuclaim.test/e2e/oracle/allocator/oracle v0.0.0
 	k8s.io/dynamic-resource-allocation v0.34.4
-	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
-	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8
 )
 
 require (
@@ -49,10 +46,17 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
+	k8s.io/api v0.34.4 // indirect
+	k8s.io/apimachinery v0.34.4 // indirect
 	k8s.io/apiserver v0.34.4 // indirect
 	k8s.io/component-base v0.34.4 // indirect
+	k8s.io/component-helpers v0.34.4 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250710124328-f3f2b991d03b // indirect
+	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397 // indirect
+	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
 )
+
+replace gpuclaim.test/e2e/oracle/allocator/oracle => ../oracle

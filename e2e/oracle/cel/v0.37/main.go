@@ -1,0 +1,8 @@
+// Command cel-oracle for k8s.io/dynamic-resource-allocation v0.37.2 (Kubernetes 1.37).
+package main
+
+import "gpuclaim.test/e2e/oracle/cel/oracle"
+
+// DRAConsumableCapacity is beta and on (k8s.io/kubernetes@v1.37.2 pkg/features/kube_features.go:1457);
+// DRAListTypeAttributes is alpha and off.
+func main() { oracle.Main(oracle.Defaults{ConsumableCapacity: true}) }
