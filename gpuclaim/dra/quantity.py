@@ -185,9 +185,9 @@ def parse_quantity(text: str) -> Quantity:
     """Parse like `resource.ParseQuantity`; raise QuantityError with apimachinery's message."""
     if not isinstance(text, str) or not text:
         raise QuantityError(_ERR_FORMAT)
+    # a bare sign ("+", "-") is zero: parseQuantityString's zero-stripping loop reaches the end and sets num "0"
+    # (apimachinery v0.34.4-v0.37.2 pkg/api/resource/quantity.go; the CEL oracle of each version agrees)
     negative, number, suffix = _split(text)
-    if not number and not suffix:  # a bare sign: apimachinery returns before defaulting the digits to 0
-        raise QuantityError(_ERR_NUMERIC)
     fmt, base, exponent = _interpret(suffix)
     integer, _, fraction = number.partition(".")
     if len(integer) + len(fraction) > _MAX_DIGITS or abs(exponent) > _MAX_EXPONENT:
