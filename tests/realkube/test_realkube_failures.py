@@ -18,6 +18,7 @@ import yaml
 from realkube_cluster import Kube, cpu_pod, gpu_pod
 
 from e2e.kube.api import collection
+from gpuclaim.dra import versions
 
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpuclaim-webhook"
 TIMEOUT_SECONDS = 5  # the chart's default webhook.mutating/validating.timeoutSeconds
@@ -85,7 +86,7 @@ def test_webhook_stopped_ignore_cpu_pods_scheduled_gpu_pods_unconverted(kube: Ku
         assert status == 201, body  # Ignore: admitted as written
         assert not body["spec"].get("resourceClaims")
         assert body["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-        if _minor(kube) < (1, 36):
+        if not versions.model_for(kube.minor).gate("DRAExtendedResource"):
             pod = kube.wait_bound(ns, "gpu-1", timeout=3)
             assert not pod["spec"].get("nodeName")  # no node advertises nvidia.com/gpu: Pending, not mis-placed
         else:
@@ -98,11 +99,6 @@ def test_webhook_stopped_ignore_cpu_pods_scheduled_gpu_pods_unconverted(kube: Ku
             assert [c["metadata"]["name"] for c in claims] == [native["metadata"]["name"]]  # nothing of gpuclaim's
     # back up: GPU pods are converted and scheduled again
     assert_converted_and_scheduled(kube, ns, "gpu-2")
-
-
-def _minor(kube: Kube) -> tuple[int, int]:
-    major, minor = kube.minor.split(".")
-    return int(major), int(minor)
 
 
 def _wait_extended_resource_claim(kube: Kube, ns: str, pod: str) -> dict:
