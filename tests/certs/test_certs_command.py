@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 from certs_helpers import NOW, https_server
+from official_schemas import assert_valid
 
 from gpuclaim import cli
 from gpuclaim.certs import context, material
@@ -238,7 +238,7 @@ async def test_against_the_api_double_stores_injects_and_is_idempotent(
 
     stored = await client.get("/api/v1/namespaces/gpuclaim/secrets/gpuclaim-webhook-tls")
     assert stored["type"] == "kubernetes.io/tls"
-    kubernetes_validate.validate(stored, "1.34.0", strict=True)
+    assert_valid(stored)
     ca_bundle = base64.b64decode(stored["data"]["ca.crt"])
     mwc = await client.get(f"{ADMISSION}/mutatingwebhookconfigurations/gpuclaim-webhook")
     assert base64.b64decode(mwc["webhooks"][0]["clientConfig"]["caBundle"]) == ca_bundle

@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 import yaml
 from celpy import celtypes
 from chart_helpers import REPO, cel_eval, render_values
+from official_schemas import assert_valid
 
 KIND = REPO / "e2e" / "kind"
 SCRIPTS = sorted(KIND.glob("*.sh"))
@@ -60,7 +60,7 @@ def test_the_release_the_script_installs_renders_valid_objects_with_the_names_it
     objects = [d for text in manifests for d in yaml.safe_load_all(text) if d]
     names = {(o["kind"], o["metadata"]["name"]) for o in objects}
     for obj in objects:
-        kubernetes_validate.validate(obj, "1.34.0", strict=True)
+        assert_valid(obj)
     run = (KIND / "run.sh").read_text()
     assert 'RELEASE="gpuclaim"' in run and 'NS="gpuclaim-system"' in run
     # Every "${RELEASE}-..." object run.sh waits for or inspects exists in the release.
@@ -87,7 +87,7 @@ def test_sample_pods_are_valid_and_exactly_the_gpu_ones_reach_the_webhook() -> N
     docs = [d for d in yaml.safe_load_all((KIND / "pods.yaml").read_text()) if d]
     seen = {}
     for doc in docs:
-        kubernetes_validate.validate(doc, "1.34.0", strict=True)
+        assert_valid(doc)
         if doc["kind"] == "Pod":
             pod = doc
         elif doc["kind"] == "Deployment":

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import helm_python as helm
-import kubernetes_validate
 import orjson
 import pytest
 import yaml
+from official_schemas import assert_valid
 
 from gpuclaim.demo import inventory, mig
 
@@ -180,7 +180,7 @@ def test_an_interrupted_demo_stops_every_process_it_started(tmp_path: Path) -> N
 def test_the_embedded_fleet_is_valid_kubernetes_1_34() -> None:
     fleet = inventory.build()
     for obj in fleet.objects + inventory.registrations():
-        kubernetes_validate.validate(obj, "1.34.0", strict=True)
+        assert_valid(obj)
     assert len(fleet.nodes) == 19
 
 

@@ -9,12 +9,12 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-import kubernetes_validate
 import pytest
 from e2e_fleet import P4D, P5_A, P5_B, claim_pod, gpu_request, load_fleet, template
 from e2e_servers import Cluster, TlsServer
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from official_schemas import assert_valid
 
 from gpuclaim.double.controllers import ResourceClaimController
 from gpuclaim.double.scheduler import (
@@ -78,9 +78,9 @@ async def test_feasibility_comes_from_the_allocator_and_the_claim_is_allocated(f
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [P5_B]}]}]}
     assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "train", "uid": pod["metadata"]["uid"]}]
     assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
-    kubernetes_validate.validate(claim, "1.34.0", strict=True)
+    assert_valid(claim)
     assert [(c["type"], c["status"]) for c in pod["status"]["conditions"]] == [("PodScheduled", "True")]
-    kubernetes_validate.validate(pod, "1.34.0", strict=True)
+    assert_valid(pod)
 
 
 async def test_devices_allocated_in_one_pass_are_not_given_twice(fleet: Cluster) -> None:
@@ -187,7 +187,7 @@ async def test_unschedulable_pods_say_why_per_node(fleet: Cluster) -> None:
     (condition,) = pinned["status"]["conditions"]
     assert (condition["type"], condition["status"], condition["reason"]) == ("PodScheduled", "False", "Unschedulable")
     assert condition["message"] == decisions["pinned"].message
-    kubernetes_validate.validate(pinned, "1.34.0", strict=True)
+    assert_valid(pinned)
     assert "conditions" not in (await fleet.client.get(f"{PODS}/orphan")).get("status", {})
 
 

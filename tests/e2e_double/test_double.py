@@ -1,8 +1,10 @@
+
 """The Kubernetes API double: the semantics clients depend on, over TLS on loopback."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ import aiohttp
 import kubernetes_validate
 import pytest
 import yaml
+from official_schemas import MINORS, assert_valid
 
 from gpuclaim.double.apiserver import AdmissionAttributes, ApiError, Fault, RunningDouble, schemas
 from gpuclaim.kube import ApiError as ClientApiError
@@ -81,7 +84,7 @@ async def test_create_assigns_metadata_and_generate_name(client: KubeClient) -> 
     assert meta["uid"] and meta["creationTimestamp"] and meta["resourceVersion"] and meta["namespace"] == "default"
     assert created["spec"]["devices"]["requests"][0]["exactly"] == {
         "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}  # defaulted
-    kubernetes_validate.validate(created, "1.34.0", strict=True)
+    assert_valid(created)
 
 
 @pytest.mark.parametrize(("body", "code", "reason", "text"), [
@@ -183,7 +186,7 @@ async def test_leases_are_served_and_validated_against_the_1_34_schema(client: K
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
              "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": "2026-11-25T03:00:00.000000Z"}}
     created = await client.create(leases, lease)
-    kubernetes_validate.validate(created, "1.34.0", strict=True)
+    assert_valid(created)
     stale = {**created, "spec": {**created["spec"], "holderIdentity": "b"}}
     await client.update(f"{leases}/l", stale)
     assert (await _error(client.update(f"{leases}/l", stale))).code == 409  # the resourceVersion moved on
@@ -291,16 +294,28 @@ async def test_writes_pass_mutating_then_validating_admission(double: RunningDou
     assert (error.code, error.reason) == (403, "Forbidden")
 
 
-def test_the_cached_validator_agrees_with_kubernetes_validate() -> None:
+@pytest.mark.parametrize("minor", MINORS)
+def test_the_cached_validator_agrees_with_kubernetes_validate(minor: str) -> None:
     good = _claim()
     bad = {**_claim(), "spec": {"devices": {"requests": [{"name": "g", "exactly": {"count": "x"}}]}}}
-    schemas.validate(good)
-    kubernetes_validate.validate(good, "1.34.0", strict=True)
+    schemas.validate(good, minor)
+    kubernetes_validate.validate(good, f"{minor}.0", strict=True)
     with pytest.raises(schemas.SchemaError) as info:
-        schemas.validate(bad)
+        schemas.validate(bad, minor)
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(bad, "1.34.0", strict=True)
+        kubernetes_validate.validate(bad, f"{minor}.0", strict=True)
     assert info.value.field.startswith("spec.devices.requests[0].exactly")
+
+
+def test_the_double_checks_writes_with_the_schemas_of_the_minor_it_plays() -> None:
+    # DeviceTaintRule is resource.k8s.io/v1 from 1.37 (v1alpha3 before): 1.37's schemas know it, 1.34's do not
+    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "r"},
+            "spec": {"deviceSelector": {"driver": "gpu.nvidia.com"},
+                     "taint": {"key": "maintenance", "effect": "NoSchedule"}}}
+    schemas.validate(rule, "1.37")
+    kubernetes_validate.validate(rule, "1.37.0", strict=True)
+    with pytest.raises(schemas.SchemaError, match=re.escape("no 1.34 schema for resource.k8s.io/v1/DeviceTaintRule")):
+        schemas.validate(rule, "1.34")
 
 
 async def test_the_process_prints_its_kubeconfig_first_and_serves_tls(tmp_path: Path) -> None:

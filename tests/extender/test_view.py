@@ -7,9 +7,9 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 
-import kubernetes_validate
 import pytest
 from eventually import eventually
+from official_schemas import assert_valid
 from prometheus_client import CollectorRegistry
 
 from gpuclaim.double.apiserver import RunningDouble
@@ -51,7 +51,7 @@ def _verdict(live: LiveView, node: str) -> predict.score.NodeVerdict:
 def test_the_objects_the_test_writes_are_valid_1_34_objects() -> None:
     for obj in (fleet.pairs_node("a"), *fleet.gpu_classes(), fleet.template("two", fleet.tight_or_any(2)),
                 fleet.allocated_claim("c", [("a", "gpu-0")]), _node("a", "gpu-0,gpu-1")):
-        kubernetes_validate.validate(obj, "1.34.0", strict=True)
+        assert_valid(obj)
 
 
 async def test_predictions_follow_allocations_and_rebuild_only_the_touched_node(

@@ -7,9 +7,9 @@ import random
 from collections.abc import AsyncIterator
 
 import kube_objects as cluster
-import kubernetes_validate
 import pytest
 from eventually import eventually
+from official_schemas import assert_valid
 from prometheus_client import CollectorRegistry
 
 from gpuclaim.double.apiserver import RunningDouble
@@ -36,8 +36,8 @@ async def cache(client: KubeClient, registry: CollectorRegistry) -> AsyncIterato
 def test_test_objects_are_valid_1_34_objects() -> None:
     for obj in (cluster.node("n"), cluster.namespace("x"), cluster.node_slice("n"),
                 cluster.selector_slice("s", label="a", value="b"), cluster.claim("c")):
-        kubernetes_validate.validate(obj, "1.34.0", strict=True)
-    kubernetes_validate.validate({**cluster.claim("c"), "status": cluster.allocation("n", [0])}, "1.34.0", strict=True)
+        assert_valid(obj)
+    assert_valid({**cluster.claim("c"), "status": cluster.allocation("n", [0])})
 
 
 async def test_initial_sync_builds_every_index(double: RunningDouble, cache: ClusterCache) -> None:

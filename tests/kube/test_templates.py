@@ -7,8 +7,8 @@ import socket
 import time
 from typing import Any
 
-import kubernetes_validate
 import pytest
+from official_schemas import assert_valid
 
 from gpuclaim.double.apiserver import Fault, RunningDouble
 from gpuclaim.kube import ApiConfig, KubeClient, TemplateError, ensure_template
@@ -27,7 +27,7 @@ def _template(count: int = 2, name: str = "gpuclaim-abc123") -> dict[str, Any]:
 
 
 def test_the_template_fixture_is_a_valid_1_34_object() -> None:
-    kubernetes_validate.validate(_template(), "1.34.0", strict=True)
+    assert_valid(_template())
 
 
 async def test_a_new_template_is_created(double: RunningDouble, client: KubeClient) -> None:

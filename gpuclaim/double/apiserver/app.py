@@ -367,6 +367,7 @@ def create_app(store: Store | None = None, *, faults: Faults | None = None,
     app[FAULTS] = faults or Faults()
     app[SETTINGS] = settings or Settings()
     app[STORE].new_expressions = lambda: versions.resolve(app[SETTINGS].git_version).model.cel_new
+    app[STORE].schema_minor = lambda: f"1.{versions.resolve(app[SETTINGS].git_version).model.minor}"
     handlers = _Handlers(app)
     app.router.add_route("*", "/_double/faults", _faults_handler)
     app.router.add_post("/_double/drop-watches", _drop_watches_handler)

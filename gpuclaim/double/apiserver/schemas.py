@@ -1,6 +1,7 @@
-"""Validation of written objects against the official Kubernetes 1.34 OpenAPI schemas.
+"""Validation of written objects against the official Kubernetes OpenAPI schemas of the minor the double plays.
 
-The schemas are the ones shipped by `kubernetes-validate`; `kubernetes_validate.validate` re-reads
+The schemas are the ones shipped by `kubernetes-validate` (one directory per minor, 1.34-1.37: a
+DeviceTaintRule or a 1.37 field is unknown to 1.34's); `kubernetes_validate.validate` re-reads
 and re-resolves them on every call (~13 ms), far too slow for a store that loads tens of thousands
 of objects, so the same Draft 2020-12 validator is built once per (apiVersion, kind) and reused.
 """
@@ -17,8 +18,7 @@ import jsonschema
 import referencing
 from referencing import Registry, Resource
 
-KUBERNETES_VERSION = "1.34.0"
-_SCHEMA_DIR = f"kubernetes-json-schema/v{KUBERNETES_VERSION}-local-strict"
+NEWEST_MINOR = "1.37"  # the double plays 1.37 unless its Settings.git_version names another minor
 
 
 class SchemaError(ValueError):
@@ -30,37 +30,38 @@ class SchemaError(ValueError):
         self.message = message
 
 
-def _load(name: str) -> Any:
-    ref = importlib.resources.files("kubernetes_validate").joinpath(f"{_SCHEMA_DIR}/{name}")
+def _load(minor: str, name: str) -> Any:
+    ref = importlib.resources.files("kubernetes_validate").joinpath(
+        f"kubernetes-json-schema/v{minor}.0-local-strict/{name}")
     return json.loads(ref.read_text())
 
 
 @cache
-def _raw_definitions() -> Any:
-    return _load("_definitions.json")
+def _raw_definitions(minor: str) -> Any:
+    return _load(minor, "_definitions.json")
 
 
 @cache
-def _definitions() -> Resource[Any]:
-    return Resource.from_contents(_raw_definitions())
+def _definitions(minor: str) -> Resource[Any]:
+    return Resource.from_contents(_raw_definitions(minor))
 
 
 @cache
-def _kind_schema(api_version: str, kind: str) -> Any:
+def _kind_schema(api_version: str, kind: str, minor: str) -> Any:
     group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     try:
-        return _load(f"{kind.lower()}-{group}.json")
+        return _load(minor, f"{kind.lower()}-{group}.json")
     except FileNotFoundError:
         return None
 
 
 @cache
-def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
-    schema = _kind_schema(api_version, kind)
+def _validator(api_version: str, kind: str, minor: str) -> jsonschema.protocols.Validator | None:
+    schema = _kind_schema(api_version, kind, minor)
     if schema is None:
         return None
     registry: Registry[Any] = Resource.from_contents(schema) @ Registry()
-    registry = _definitions() @ registry
+    registry = _definitions(minor) @ registry
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
@@ -71,11 +72,11 @@ def _render_path(path: Any) -> str:
     return out
 
 
-def validate(obj: dict[str, Any]) -> None:
-    """Raise SchemaError when `obj` does not validate (strict: unknown fields are errors)."""
-    validator = _validator(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+def validate(obj: dict[str, Any], minor: str = NEWEST_MINOR) -> None:
+    """Raise SchemaError when `obj` does not validate against `minor`'s schemas (strict: unknown fields are errors)."""
+    validator = _validator(str(obj.get("apiVersion", "")), str(obj.get("kind", "")), minor)
     if validator is None:
-        raise SchemaError("kind", f"no 1.34 schema for {obj.get('apiVersion')}/{obj.get('kind')}")
+        raise SchemaError("kind", f"no {minor} schema for {obj.get('apiVersion')}/{obj.get('kind')}")
     try:
         error = jsonschema.exceptions.best_match(validator.iter_errors(obj))
     except referencing.exceptions.Unresolvable as exc:  # a broken schema file, not the user's fault
@@ -90,7 +91,7 @@ Node = dict[str, Any]
 
 def schema_of(api_version: str, kind: str) -> Node:
     """The top-level schema of a kind; {} (no metadata: plain merge semantics) for a kind without one."""
-    return _kind_schema(api_version, kind) or {}
+    return _kind_schema(api_version, kind, NEWEST_MINOR) or {}
 
 
 def _resolve(node: Node) -> Node:
@@ -121,7 +122,7 @@ def patch_meta(node: Node) -> tuple[str, str | None]:
 
 def definitions() -> dict[str, Node]:
     """Every definition of the schemas the double validates with, by name (`io.k8s.api.core.v1.Pod`)."""
-    defs = _raw_definitions()["$defs"]
+    defs = _raw_definitions(NEWEST_MINOR)["$defs"]
     assert isinstance(defs, dict)
     return defs
 

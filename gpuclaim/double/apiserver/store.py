@@ -88,6 +88,8 @@ class Store:
         # the CEL environment the apiserver compiles new DRA selectors in (create_app sets it from the version
         # the double plays); None: selectors are not compiled
         self.new_expressions: Callable[[], Any] | None = None
+        # the minor whose official schemas written objects are checked against (the app sets the one it plays)
+        self.schema_minor: Callable[[], str] = lambda: schemas.NEWEST_MINOR
         self._objects: dict[str, dict[tuple[str, str], Obj]] = collections.defaultdict(dict)
         self._history: collections.deque[Event] = collections.deque(maxlen=history_size)
         self._compacted_rv = 0
@@ -292,7 +294,7 @@ class Store:
         if not self.validate:
             return
         try:
-            schemas.validate(obj)
+            schemas.validate(obj, self.schema_minor())
         except schemas.SchemaError as exc:
             raise errors.invalid(rt.kind, obj["metadata"].get("name", ""), rt.group, exc.field, exc.message) from None
 

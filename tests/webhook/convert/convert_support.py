@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonpatch
-import kubernetes_validate
 import yaml
+from official_schemas import assert_valid
 
 from gpuclaim.dra import cel
 from gpuclaim.dra.api import DeviceClass, parse_device_class, parse_resource_claim, parse_resource_claim_template
@@ -18,7 +18,6 @@ from gpuclaim.dra.quantity import parse_quantity
 from gpuclaim.webhook.convert import Conversion, convert_pod
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
-K8S = "1.34.0"
 
 
 @functools.cache
@@ -96,9 +95,9 @@ def check_conversion(pod: dict[str, Any], conversion: Conversion, cfg: Config,
     """Every property a conversion must have; returns the patched pod."""
     assert not conversion.refusals, conversion.message()
     patched = jsonpatch.apply_patch(pod, conversion.patch)
-    kubernetes_validate.validate(patched, K8S, strict=True)
+    assert_valid(patched)
     for obj in conversion.objects:
-        kubernetes_validate.validate(obj, K8S, strict=True)
+        assert_valid(obj)
         parse = parse_resource_claim_template if obj["kind"] == "ResourceClaimTemplate" else parse_resource_claim
         model, errors = parse(obj)
         assert model is not None and not errors, errors

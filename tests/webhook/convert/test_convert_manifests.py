@@ -6,10 +6,10 @@ import functools
 from typing import Any
 
 import jsonpatch
-import kubernetes_validate
 import pytest
 import yaml
-from convert_support import FIXTURES, K8S, config, nvidia_classes, request_counts, selectors_of
+from convert_support import FIXTURES, config, nvidia_classes, request_counts, selectors_of
+from official_schemas import assert_valid
 
 from gpuclaim.dra.api import DeviceClass, flatten_documents, parse_device_class
 from gpuclaim.dra.config import Config
@@ -35,9 +35,9 @@ def converted(obj: dict[str, Any], cfg: Config | None = None,
     assert result is not None
     assert not result.conversion.refusals, result.conversion.message()
     assert jsonpatch.apply_patch(obj, result.conversion.patch) == result.converted
-    kubernetes_validate.validate(result.converted, K8S, strict=True)
+    assert_valid(result.converted)
     for made in result.conversion.objects:
-        kubernetes_validate.validate(made, K8S, strict=True)
+        assert_valid(made)
     again = convert_object(result.converted, config=cfg, device_classes=classes)
     assert again is not None and again.conversion.patch == []
     return result
