@@ -18,6 +18,18 @@ import orjson
 BENCHMARKS = ("cel", "cache", "convert", "validate", "webhook", "extender", "hostile", "scheduler")
 
 
+SCHEDULER_SHAPES = ("empty", "half", "full")  # e2e.bench.scheduler.SHAPES; not imported, it needs e2e.kube
+
+
+def _shapes(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in SCHEDULER_SHAPES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown shape {', '.join(unknown) or repr(text)}: "
+                                         f"choose from {', '.join(SCHEDULER_SHAPES)}")
+    return tuple(name for name in SCHEDULER_SHAPES if name in names)  # the fill only grows: in this order
+
+
 def _environment() -> dict[str, object]:
     def version(dist: str) -> str | None:
         try:
@@ -41,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubernetes-version", metavar="X.Y",
                         help="for the benchmarks on a real control plane (scheduler): the minor to build and run "
                              "(default: the newest e2e.kube builds)")
+    parser.add_argument("--shapes", metavar="S[,S...]", type=_shapes, default=SCHEDULER_SHAPES,
+                        help="for the scheduler benchmark: the cluster shapes to measure, any of "
+                             f"{', '.join(SCHEDULER_SHAPES)} (default: all; create latency is measured in every run)")
     args = parser.parse_args(argv)
     try:
         module = importlib.import_module(f"e2e.bench.{args.name}")

@@ -1,7 +1,7 @@
-"""`python -m e2e.bench scheduler [--quick] [--kubernetes-version X.Y]`: the real kube-scheduler (built from Go
-modules, the newest minor by default) scheduling one-GPU pods on fake GPU nodes with real ResourceSlices, without
-and with gpuclaim's extender, on scheduler_perf's DRA shapes; and pod-create latency through the real
-kube-apiserver without and with gpuclaim's webhooks.
+"""`python -m e2e.bench scheduler [--quick] [--kubernetes-version X.Y] [--shapes S[,S...]]`: the real
+kube-scheduler (built from Go modules, the newest minor by default) scheduling one-GPU pods on fake GPU nodes
+with real ResourceSlices, without and with gpuclaim's extender, on scheduler_perf's DRA shapes; and pod-create
+latency through the real kube-apiserver without and with gpuclaim's webhooks.
 
 The shapes are those of upstream's scheduler_perf DRA workloads (test/integration/scheduler_perf/dra): 500 nodes
 (--quick: 50) with 10 devices each, claims made from templates, and the cluster empty, half full or full when the
@@ -13,8 +13,11 @@ cluster to the last device). A measured run: the scheduler stopped, N one-GPU po
 one keep-alive client (each create timed; each converted to a ResourceClaimTemplate), the resourceclaim
 controller makes their N claims, then the scheduler starts (with or without the chart's extenders[]) and the time
 from its first bind to its last gives the throughput; the measured pods are deleted again before the next run.
-Without the webhooks the same pod is created and deleted again (unconverted, it would never schedule on 1.35: no
-node advertises nvidia.com/gpu).
+
+Create latency is measured first, on the idle cluster with the scheduler stopped, so every run has it, whichever
+`--shapes` it measures (the full shape's fill alone takes many minutes here): N creates with the webhooks, then
+the same pod N times without them (unconverted, it would never schedule on 1.35: no node advertises
+nvidia.com/gpu), each batch deleted again.
 
 Figures per shape (`shapes.<name>`): `pods_per_s_without`, `pods_per_s_with`, `ratio`; overall `ratio_min`
 (target >= 0.9 on every shape), `create_p50_ms_*`, `create_p99_ms_without`, `create_p99_ms_with`,
@@ -188,6 +191,31 @@ def _fill(stack: Stack, api: Api, target: int, have: int) -> int:
     return target
 
 
+def _create_latency(api: Api, count: int, native: Callable[[str], Obj]) -> dict[str, list[float]]:
+    """`count` timed pod creates each way, on the idle cluster (scheduler stopped): with the webhooks (converted to
+    a claim template), without them (the same pod, unconverted), and the DRA-native pod without them."""
+    _log(f"{count} pod creates with the webhooks")
+    with_webhooks = _create_all(api, count, "converted")
+    _delete_all(api)
+    _log(f"{count} pod creates without the webhooks")
+    registrations = [api.get(path) for path in WEBHOOKS]
+    for path in WEBHOOKS:
+        api.delete(path, grace=None)
+    time.sleep(2)  # the apiserver's webhook configuration informer drops them
+    plain = _create_all(api, count, "plain")
+    _delete_all(api)
+    # the same work behind each create as with the webhooks (the resourceclaim controller makes a claim per pod,
+    # on the same 2 cores), minus gpuclaim: what the webhooks add over writing the DRA pod by hand
+    dra_native = _create_all(api, count, "native", native)
+    _delete_all(api)
+    for registration in registrations:
+        for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+            registration["metadata"].pop(key, None)
+        api.create(registration)
+    time.sleep(2)  # and picks them up again before the measured runs, whose pods must be converted
+    return {"with": with_webhooks, "without": plain, "native": dra_native}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     nodes, pods = (50, 50) if args.quick else (500, 500)
     devices = nodes * DEVICES_PER_NODE
@@ -212,9 +240,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         _create_all(api, 20, "warmup")  # the template exists, connections and caches are warm
         native = _native_pod(api.get(f"{collection('Pod', NAMESPACE)}/warmup-0000"))
         _delete_all(api)
-        converted: list[float] = []
+        # create latency first: it needs no fill, so a run cut short in the shapes still has it
+        creates = _create_latency(api, pods, native)
+        _log("create p99 ms: " + ", ".join(f"{k} {round(_percentile(v, 0.99), 2)}" for k, v in creates.items()))
         filled = 0
-        for shape in SHAPES:
+        for shape in args.shapes:
             target = {"empty": 0, "half": devices // 2, "full": devices - pods}[shape]
             filled = _fill(stack, api, target, filled)
             _log(f"{shape} ({filled} of {devices} devices in use): {pods} pods, scheduler without the extender")
@@ -224,7 +254,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             with_ext = _schedule_run(stack, api, pods, extender=True, label=f"{shape}-with")
             calls, seconds = _extender_calls(stack)
             _log(f"  {with_ext['pods_per_s']} pods/s")
-            converted += without["create_ms"] + with_ext["create_ms"]
             figures: Obj = {"devices_in_use_before": filled,
                             "pods_per_s_without": without["pods_per_s"], "pods_per_s_with": with_ext["pods_per_s"],
                             "bind_all_s_without": without["bind_all_s"], "bind_all_s_with": with_ext["bind_all_s"],
@@ -236,21 +265,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if without["pods_per_s"] and with_ext["pods_per_s"]:
                 figures["ratio"] = round(with_ext["pods_per_s"] / without["pods_per_s"], 3)
             shapes[shape] = figures
-        _log(f"{pods} pod creates without the webhooks")
-        registrations = [api.get(path) for path in WEBHOOKS]
-        for path in WEBHOOKS:
-            api.delete(path, grace=None)
-        time.sleep(2)  # the apiserver's webhook configuration informer drops them
-        plain = _create_all(api, pods, "plain")
-        _delete_all(api)
-        # the same work behind each create as with the webhooks (the resourceclaim controller makes a claim per
-        # pod, on the same 2 cores), minus gpuclaim: what the webhooks add over writing the DRA pod by hand
-        dra_native = _create_all(api, pods, "native", native)
-        _delete_all(api)
-        for registration in registrations:
-            for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
-                registration["metadata"].pop(key, None)
-            api.create(registration)
         api.close()
     finally:
         stack.stop()
@@ -258,16 +272,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out: Obj = {
         "nodes": nodes, "devices_per_node": DEVICES_PER_NODE, "pods": pods, "kubernetes": kubernetes,
         "shapes": shapes,
-        "create_p50_ms_without": round(statistics.median(plain), 2),
-        "create_p99_ms_without": round(_percentile(plain, 0.99), 2),
-        "create_p50_ms_with": round(statistics.median(converted), 2),
-        "create_p99_ms_with": round(_percentile(converted, 0.99), 2),
-        "create_p50_ms_native": round(statistics.median(dra_native), 2),
-        "create_p99_ms_native": round(_percentile(dra_native, 0.99), 2),
+        **{f"create_p50_ms_{k}": round(statistics.median(v), 2) for k, v in creates.items()},
+        **{f"create_p99_ms_{k}": round(_percentile(v, 0.99), 2) for k, v in creates.items()},
         "setup_s": round(setup_s, 1),
     }
     ratios = [f["ratio"] for f in shapes.values() if "ratio" in f]
-    if len(ratios) == len(shapes):
+    if ratios and len(ratios) == len(shapes):
         out["ratio_min"] = min(ratios)
     out["create_overhead_p99_ms"] = round(out["create_p99_ms_with"] - out["create_p99_ms_without"], 2)
     out["create_overhead_vs_native_p99_ms"] = round(out["create_p99_ms_with"] - out["create_p99_ms_native"], 2)
