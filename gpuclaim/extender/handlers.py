@@ -14,12 +14,14 @@ import contextlib
 import functools
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from gpuclaim.serving import connections, expect, offload
 
 from . import keys, mixed, predict, wire
+from .readiness import Readiness
 from .score import NodeVerdict
 
 log = logging.getLogger(__name__)
@@ -175,5 +177,18 @@ async def healthz(_request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    ok, lines = request.app[keys.READINESS].status()
+    return _readiness_answer(request.app[keys.READINESS])
+
+
+def readyz_of(readiness: Readiness) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """/readyz over `readiness` for another app (the metrics site's, which kubelet probes under mutual TLS)."""
+
+    async def readyz_elsewhere(_request: web.Request) -> web.Response:
+        return _readiness_answer(readiness)
+
+    return readyz_elsewhere
+
+
+def _readiness_answer(readiness: Readiness) -> web.Response:
+    ok, lines = readiness.status()
     return web.Response(status=200 if ok else 503, text="\n".join(lines) + "\n")
