@@ -156,3 +156,30 @@ def test_a_client_ca_that_cannot_be_used_refuses_to_start(tmp_path: Path, capsys
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]  # before it, at most the log line of the serving certificate loaded
     assert last.startswith("gpuclaim extender: ") and message in last, err
+
+
+def test_the_scheduler_double_reads_the_client_pair_as_kube_scheduler_does(tmp_path: Path) -> None:
+    """The scheduler double's extenders[].tlsConfig takes certFile/keyFile (or certData/keyData, preferred, as
+    client-go does); half a pair, bad base64 or a key of another certificate is refused naming the field."""
+    import base64
+
+    from gpuclaim.double.scheduler.extenders import ExtenderConfig, ExtenderConfigError
+
+    _certs(tmp_path / "a", NAME)
+    _certs(tmp_path / "b", NAME)
+    crt, key = tmp_path / "a" / "client.crt", tmp_path / "a" / "client.key"
+    base = {"urlPrefix": "https://127.0.0.1:1", "enableHTTPS": True}
+    files_given = ExtenderConfig.from_dict({**base, "tlsConfig": {"certFile": str(crt), "keyFile": str(key)}})
+    assert files_given.client_pair == (crt.read_bytes(), key.read_bytes())
+    data = {"certData": base64.b64encode(crt.read_bytes()).decode(),
+            "keyData": base64.b64encode(key.read_bytes()).decode()}
+    assert ExtenderConfig.from_dict({**base, "tlsConfig": {**data, "certFile": "/nope"}}).client_pair == \
+        files_given.client_pair
+    for tls, field in (({"certFile": str(crt)}, "extenders[0].tlsConfig: a client certificate needs both"),
+                       ({"certData": "!!", "keyData": "x"}, "extenders[0].tlsConfig.certData: Invalid value"),
+                       ({"certFile": str(crt), "keyFile": str(tmp_path / "b" / "client.key")},
+                        "extenders[0].tlsConfig: client"),
+                       ({"certFile": str(tmp_path / "none"), "keyFile": str(key)}, "extenders[0].tlsConfig.certFile")):
+        with pytest.raises(ExtenderConfigError) as refused:
+            ExtenderConfig.from_dict({**base, "tlsConfig": tls})
+        assert str(refused.value).startswith(field), refused.value
