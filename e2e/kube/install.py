@@ -183,12 +183,17 @@ def to_url(registration: Obj, port: int) -> Obj:
 
 def extender_entries(rendered: list[Obj], port: int, ca_file: Path) -> list[Obj]:
     """The chart's documented `extenders[]` (its scheduler-extender ConfigMap), pointed at the loopback extender
-    and the CA `gpuclaim certs` issued; serverName, weight, timeouts, ignorable as rendered."""
+    and the CA `gpuclaim certs` issued; serverName, weight, timeouts, ignorable as rendered. Where the chart has
+    kube-scheduler present a client certificate (extender.clientAuth), the pair `gpuclaim certs --client-name`
+    wrote beside the CA."""
     maps = [o for o in rendered if o["kind"] == "ConfigMap" and "extenders.yaml" in (o.get("data") or {})]
     entries = []
     for entry in yaml.safe_load(maps[0]["data"]["extenders.yaml"])["extenders"]:
         entry["urlPrefix"] = f"https://127.0.0.1:{port}"
-        entry["tlsConfig"] = {**(entry.get("tlsConfig") or {}), "caFile": str(ca_file)}
+        tls = {**(entry.get("tlsConfig") or {}), "caFile": str(ca_file)}
+        if "certFile" in tls:
+            tls["certFile"], tls["keyFile"] = str(ca_file.parent / "client.crt"), str(ca_file.parent / "client.key")
+        entry["tlsConfig"] = tls
         entries.append(entry)
     return entries
 
@@ -274,13 +279,17 @@ class Gpuclaim:
         self.run_certs()
 
     def local_config(self, api: Api, text: str) -> str:
-        """The rendered config for the local webhook process: files the pod would mount are read from where the
-        chart mounts them from. The client CA (`webhook.clientAuth`) is the ConfigMap of the Deployment's
-        `client-ca` volume (by default `kube-root-ca.crt`, which kube-controller-manager publishes)."""
+        """The rendered config for the local server processes: files the pod would mount are read from where the
+        chart mounts them from. The webhook's client CA (`webhook.clientAuth`) is the ConfigMap of the
+        Deployment's `client-ca` volume (by default `kube-root-ca.crt`, which kube-controller-manager publishes);
+        the extender's (`extender.clientAuth`) the serving Secret's ca.crt, which `gpuclaim certs` writes here."""
         config = yaml.safe_load(text) or {}
+        extender_auth = (config.get("extender") or {}).get("clientAuth") or {}
+        if extender_auth.get("caFile"):
+            extender_auth["caFile"] = str(self.tls / "ca.crt")
         auth = (config.get("webhook") or {}).get("clientAuth") or {}
         if not auth.get("caFile"):
-            return text
+            return yaml.safe_dump(config, sort_keys=False)
         volumes = [v for o in self.rendered if o["kind"] == "Deployment"
                    for v in o["spec"]["template"]["spec"].get("volumes") or () if v["name"] == "client-ca"]
         name = volumes[0]["configMap"]["name"]
@@ -333,6 +342,8 @@ class Gpuclaim:
 
         context = ssl.create_default_context(cafile=str(self.tls / "ca.crt"))
         context.check_hostname = False  # the cert names 127.0.0.1 as an IP SAN: verified by the chain
+        if component == "extender" and (self.tls / "client.crt").exists():  # its mutual TLS: as kube-scheduler
+            context.load_cert_chain(str(self.tls / "client.crt"), str(self.tls / "client.key"))
         try:
             with urllib.request.urlopen(f"https://127.0.0.1:{self.ports[component]}/readyz", context=context,
                                         timeout=2) as reply:

@@ -46,6 +46,9 @@ class CertReloader:
         self._pair: material.KeyPair | None = None
         self.reloads = 0
         self.failures = 0
+        self.client_ca_file: Path | None = None
+        self._client_ca_digest: bytes | None = None
+        self._client_ca_rejected: bytes | None = None
 
     @property
     def loaded(self) -> bool:
@@ -102,6 +105,44 @@ class CertReloader:
         )
         return True
 
+    def require_client_certificates(self, ca_file: Path) -> None:
+        """Mutual TLS: every handshake must present a client certificate `ca_file` (a PEM bundle) signed, or it
+        fails. The bundle is loaded now (an unusable one raises: a server must not start refusing everyone, nor
+        open to everyone) and polled with the pair; a changed bundle's CAs are added as it changes (OpenSSL
+        cannot remove a CA from a live context: a retired CA stays trusted until restart, but its key is gone
+        with it, so nothing new is signed by it)."""
+        self.client_ca_file = Path(ca_file)
+        self.context.verify_mode = ssl.CERT_REQUIRED
+        self._client_ca_digest = None
+        if not self.load_client_ca():
+            raise material.MaterialError(f"{ca_file}: no client CA loaded")
+
+    def load_client_ca(self) -> bool:
+        """Load the client CA bundle if its content changed and parses. True if new CAs went live. Raises only
+        before the first load (as `load`)."""
+        if self.client_ca_file is None:
+            return False
+        first = self._client_ca_digest is None
+        try:
+            pem = self.client_ca_file.read_bytes()
+            digest = hashlib.sha256(pem).digest()
+            if digest == self._client_ca_digest:
+                return False
+            cas = [c for c in material.parse_certs(pem, what=str(self.client_ca_file)) if material.is_ca(c)]
+            if not cas:
+                raise material.MaterialError(f"{self.client_ca_file}: no CA certificate in the bundle")
+            self.context.load_verify_locations(cadata=material.bundle_pem(cas).decode("ascii"))
+        except (OSError, material.MaterialError, ssl.SSLError, ValueError) as exc:
+            if first:
+                raise
+            if _failure_key(exc) != self._client_ca_rejected:
+                log.warning("keeping the current client CAs: %s", exc)
+            self._client_ca_rejected = _failure_key(exc)
+            return False
+        self._client_ca_digest, self._client_ca_rejected = digest, None
+        log.info("loaded client CA bundle", extra={"cas": [material.fingerprint(c) for c in cas]})
+        return True
+
     def _reject(self, digest: bytes | None, reason: str, exc: Exception) -> bool:
         self.failures += 1
         if self._pair is None:
@@ -129,6 +170,7 @@ class CertReloader:
                 self.load()
             except Exception:  # only reachable before the first successful load
                 log.exception("serving certificate still not loadable")
+            self.load_client_ca()  # never raises once loaded, and it was loaded before the server started
 
 
 def reloading_server_context(
@@ -142,6 +184,11 @@ def reloading_server_context(
     )
     reloader.load()
     return reloader
+
+
+def _failure_key(exc: Exception) -> bytes:
+    """A stable key for one failure, so each bad content is logged once rather than at every poll."""
+    return hashlib.sha256(str(exc).encode()).digest()
 
 
 def _algorithm(pair: material.KeyPair) -> str:

@@ -27,6 +27,8 @@ class Target:
     secret_name: str
     names: selfsigned.Names
     webhook_selector: str = api.DEFAULT_SELECTOR
+    #: CN of the scheduler's client certificate to keep beside the serving one (None: none)
+    client_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +139,7 @@ async def reconcile(
             now=now(),
             policy=policy,
             trusted_everywhere=trusted_everywhere(configs),
+            client_name=target.client_name,
         )
         foreign = {k: v for k, v in old_data.items() if k not in secret.ALL_KEYS}
         data = foreign | secret.encode(p.material)

@@ -85,6 +85,8 @@ class Material:
     serving: material.KeyPair | None = None
     next: material.KeyPair | None = None
     previous: x509.Certificate | None = None
+    #: the scheduler's client certificate for the extender's mutual TLS, signed by `signer` like `serving`
+    client: material.KeyPair | None = None
     #: what could not be used, e.g. "serving: key does not match", for the report
     problems: tuple[str, ...] = ()
 
@@ -122,17 +124,42 @@ def _key_type(key: material.PrivateKey) -> str:
     return "ecdsa-p256" if key.curve.name == "secp256r1" else f"ecdsa-{key.curve.name}"
 
 
-def _serving_due(serving: material.KeyPair, policy: Policy, now: datetime) -> str | None:
-    """Why the serving certificate must be renewed now, or None."""
+def _serving_due(serving: material.KeyPair, policy: Policy, now: datetime, what: str = "serving") -> str | None:
+    """Why the serving (or client) certificate must be renewed now, or None."""
     lifetime = serving.not_after - serving.not_before
     left = serving.not_after - now
     if left <= timedelta(0):
-        return "serving cert expired"
+        return f"{what} cert expired"
     if left <= policy.serving_renew_before:
-        return f"serving cert ends in {left.days} days (renew window {policy.serving_renew_before.days} days)"
+        return f"{what} cert ends in {left.days} days (renew window {policy.serving_renew_before.days} days)"
     if now - serving.not_before >= lifetime * policy.serving_renew_fraction:
-        return f"serving cert past {policy.serving_renew_fraction:.0%} of its lifetime"
+        return f"{what} cert past {policy.serving_renew_fraction:.0%} of its lifetime"
     return None
+
+
+def _client(m: Material, client_name: str | None, policy: Policy, now: datetime) -> tuple[Material, str | None]:
+    """The client certificate under the current signer: (material, what was done or None). Same lifetime and
+    renewal rules as the serving certificate; a new signer (issue, CA switch) always means a new one."""
+    assert m.signer is not None
+    if client_name is None:
+        return (replace(m, client=None), "removed client cert (none asked for)") if m.client is not None \
+            else (m, None)
+    reason: str | None
+    if m.client is None:
+        reason = "no client cert"
+    elif not material.issued_by(m.client.cert, m.signer.cert):
+        reason = "client cert not signed by the current CA"
+    elif selfsigned.common_name(m.client.cert) != client_name:
+        reason = "client cert name changed"
+    elif _key_type(m.client.key) != policy.key_type:
+        reason = f"client key type changed to {policy.key_type}"
+    else:
+        reason = _serving_due(m.client, policy, now, "client")
+    if reason is None:
+        return m, None
+    client = selfsigned.issue_client(ca=m.signer, name=client_name, now=now, validity=policy.serving_validity,
+                                     key_type=policy.key_type)
+    return replace(m, client=client), f"issued client cert {client_name!r} ({reason})"
 
 
 def _overlap_until(signer: material.KeyPair, previous: x509.Certificate, policy: Policy) -> datetime:
@@ -147,11 +174,14 @@ def plan(
     now: datetime,
     policy: Policy | None = None,
     trusted_everywhere: frozenset[str] | None = None,
+    client_name: str | None = None,
 ) -> Plan:
     """Decide and build the new material.
 
     `trusted_everywhere`: fingerprints of the CAs that every selected webhook configuration already
     trusts (None when there is nothing to inject into, e.g. a local run: then nobody waits).
+    `client_name`: also keep a client certificate with this CN (kube-scheduler's, for the extender's mutual TLS);
+    None: keep none.
     """
     policy = policy or Policy()
     now = material.utc(now)
@@ -167,7 +197,8 @@ def plan(
         serving = selfsigned.issue_serving(
             ca=ca, names=names, now=now, validity=policy.serving_validity, key_type=policy.key_type
         )
-        return Plan(material=Material(signer=ca, serving=serving), actions=(*actions, f"issued ({why})"))
+        fresh, did = _client(Material(signer=ca, serving=serving), client_name, policy, now)
+        return Plan(material=fresh, actions=(*actions, f"issued ({why})", *([did] if did else [])))
     assert m.signer is not None
 
     overlap_until: datetime | None = None
@@ -194,9 +225,11 @@ def plan(
                 serving = selfsigned.issue_serving(
                     ca=upcoming, names=names, now=now, validity=policy.serving_validity, key_type=policy.key_type
                 )
-                m = Material(signer=upcoming, serving=serving, previous=old.cert)
+                m = Material(signer=upcoming, serving=serving, previous=old.cert, client=m.client)
                 overlap_until = _overlap_until(m.signer, old.cert, policy)  # type: ignore[arg-type]
                 actions.append(f"rotated CA (overlap until {overlap_until.isoformat()})")
+                m, did = _client(m, client_name, policy, now)
+                actions += [did] if did else []
                 return Plan(material=m, actions=tuple(actions), overlap_until=overlap_until)
 
     assert m.signer is not None  # every replace() above keeps the signer; mypy loses the narrowing
@@ -225,5 +258,7 @@ def plan(
         )
         m = replace(m, serving=serving)
         actions.append(f"rotated serving cert ({reason})")
+    m, did = _client(m, client_name, policy, now)
+    actions += [did] if did else []
     m = replace(m, problems=())
     return Plan(material=m, actions=tuple(actions), overlap_until=overlap_until)

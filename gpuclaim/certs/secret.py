@@ -17,9 +17,11 @@ TLS_CRT, TLS_KEY, CA_CRT = "tls.crt", "tls.key", "ca.crt"
 SIGNER_CRT, SIGNER_KEY = "ca-signer.crt", "ca-signer.key"
 NEXT_CRT, NEXT_KEY = "ca-next.crt", "ca-next.key"
 PREVIOUS_CRT = "ca-previous.crt"
-ALL_KEYS = (TLS_CRT, TLS_KEY, CA_CRT, SIGNER_CRT, SIGNER_KEY, NEXT_CRT, NEXT_KEY, PREVIOUS_CRT)
+#: kube-scheduler's client certificate for the extender (mutual TLS): mounted by the scheduler, never the servers
+CLIENT_CRT, CLIENT_KEY = "client.crt", "client.key"
+ALL_KEYS = (TLS_CRT, TLS_KEY, CA_CRT, SIGNER_CRT, SIGNER_KEY, NEXT_CRT, NEXT_KEY, PREVIOUS_CRT, CLIENT_CRT, CLIENT_KEY)
 #: files that hold private keys: written 0600 in a directory
-PRIVATE_KEYS = frozenset({TLS_KEY, SIGNER_KEY, NEXT_KEY})
+PRIVATE_KEYS = frozenset({TLS_KEY, SIGNER_KEY, NEXT_KEY, CLIENT_KEY})
 SECRET_TYPE = "kubernetes.io/tls"
 LABELS = {"app.kubernetes.io/name": "gpuclaim", "app.kubernetes.io/component": "certs"}
 
@@ -39,6 +41,8 @@ def encode(m: rotation.Material) -> dict[str, bytes]:
         out[NEXT_CRT], out[NEXT_KEY] = m.next.cert_pem, m.next.key_pem
     if m.previous is not None:
         out[PREVIOUS_CRT] = material.cert_pem(m.previous)
+    if m.client is not None:
+        out[CLIENT_CRT], out[CLIENT_KEY] = m.client.cert_pem, m.client.key_pem
     return out
 
 
@@ -61,6 +65,7 @@ def decode(data: Mapping[str, bytes]) -> rotation.Material:
         signer = None
     serving = pair(TLS_CRT, TLS_KEY, "serving")
     nxt = pair(NEXT_CRT, NEXT_KEY, "next CA")
+    client = pair(CLIENT_CRT, CLIENT_KEY, "client")
     previous = None
     if PREVIOUS_CRT in data:
         try:
@@ -71,7 +76,8 @@ def decode(data: Mapping[str, bytes]) -> rotation.Material:
         # only one rotation can be in flight; the switch already happened if a previous CA exists
         problems.append(f"{NEXT_CRT} and {PREVIOUS_CRT} both present: dropped {NEXT_CRT}")
         nxt = None
-    return rotation.Material(signer=signer, serving=serving, next=nxt, previous=previous, problems=tuple(problems))
+    return rotation.Material(signer=signer, serving=serving, next=nxt, previous=previous, client=client,
+                             problems=tuple(problems))
 
 
 def secret_data(secret: Mapping[str, Any] | None) -> dict[str, bytes]:

@@ -156,3 +156,50 @@ def issue_serving(
         .sign(ca.key, hashes.SHA256())
     )
     return material.KeyPair(cert=cert, key=key, cert_pem=material.cert_pem(cert), key_pem=material.key_pem(key))
+
+
+def issue_client(
+    *,
+    ca: material.KeyPair,
+    name: str,
+    now: datetime,
+    validity: timedelta = SERVING_VALIDITY,
+    key_type: KeyType = "ecdsa-p256",
+) -> material.KeyPair:
+    """A TLS client certificate (extendedKeyUsage clientAuth only, subject CN `name`, no SANs), signed by `ca`,
+    never outliving it: what kube-scheduler presents to the extender (its extenders[].tlsConfig certFile)."""
+    now = material.utc(now)
+    if not name or len(name) > 64:
+        raise ValueError(f"client certificate name {name!r}: 1 to 64 characters (a certificate's CN)")
+    key = new_key(key_type)
+    not_after = min(now + validity, ca.not_after)
+    if not_after <= now:
+        raise ValueError("the CA has expired: cannot issue a client certificate from it")
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(max(now - BACKDATE, ca.not_before))
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False,
+                key_encipherment=isinstance(key, rsa.RSAPrivateKey), data_encipherment=False,
+                key_agreement=False, key_cert_sign=False, crl_sign=False, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(_ski(key), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
+        .sign(ca.key, hashes.SHA256())
+    )
+    return material.KeyPair(cert=cert, key=key, cert_pem=material.cert_pem(cert), key_pem=material.key_pem(key))
+
+
+def common_name(cert: x509.Certificate) -> str | None:
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value) if names else None

@@ -23,10 +23,12 @@ from gpuclaim.exitstatus import ExitStatus, UsageError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_CLIENT_NAME = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9._:]{0,63}$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-#: the three files a server needs; `--out-dir` gets these in cluster mode (the CA key stays in the Secret)
-_SERVER_FILES = (secret.TLS_CRT, secret.TLS_KEY, secret.CA_CRT)
+#: the three files a server needs, and the scheduler's client pair (with --client-name); `--out-dir` gets these
+#: in cluster mode (the CA key stays in the Secret)
+_SERVER_FILES = (secret.TLS_CRT, secret.TLS_KEY, secret.CA_CRT, secret.CLIENT_CRT, secret.CLIENT_KEY)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +43,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="also write tls.crt, tls.key, ca.crt here; without cluster access, keep everything here")
     p.add_argument("--dns", action="append", default=[], metavar="NAME", help="extra DNS name (repeatable)")
     p.add_argument("--ip", action="append", default=[], metavar="ADDR", help="extra IP address, e.g. 127.0.0.1")
+    p.add_argument("--client-name", metavar="CN",
+                   help="also keep a client certificate with this common name (client.crt, client.key), signed "
+                        "by the same CA: kube-scheduler presents it to the extender (mutual TLS, "
+                        "extender.clientAuth); without it, a stored one is removed")
     p.add_argument("--key-type", choices=selfsigned.KEY_TYPES, default="ecdsa-p256")
     p.add_argument("--serving-validity", default="365d", metavar="DURATION", help="e.g. 365d (default)")
     p.add_argument("--renew-before", default="30d", metavar="DURATION",
@@ -98,7 +104,11 @@ def _inputs(args: argparse.Namespace) -> tuple[reconcile.Target, rotation.Policy
             return f"{name} ({getattr(args, name[2:].replace('-', '_'))})"
         raise UsageError(f"{' + '.join(flag(f) for f in exc.shorter)} must be shorter than {flag(exc.longer)}: "
                          f"{exc.why}") from None
-    return reconcile.Target(args.namespace, secret_name, names, args.webhook_selector), policy
+    client_name = args.client_name
+    if client_name is not None and not _CLIENT_NAME.match(client_name):
+        raise UsageError(f"--client-name: {client_name!r} must be 1 to 64 characters of letters, digits and "
+                         "'.-_:' (a certificate's common name)")
+    return reconcile.Target(args.namespace, secret_name, names, args.webhook_selector, client_name), policy
 
 
 def _now() -> datetime:
@@ -113,7 +123,8 @@ def _local(args: argparse.Namespace, target: reconcile.Target, policy: rotation.
         old = files.read_dir(out_dir, secret.ALL_KEYS)
     except OSError as exc:
         raise UsageError(f"--out-dir: cannot read {out_dir}: {exc.strerror}") from None
-    p = rotation.plan(secret.decode(old), names=target.names, now=_now(), policy=policy)
+    p = rotation.plan(secret.decode(old), names=target.names, now=_now(), policy=policy,
+                      client_name=target.client_name)
     data = secret.encode(p.material)
     actions = list(p.actions) or (["rewrote files (incomplete or stale)"] if data != old else [])
     written: list[str] = []
@@ -183,6 +194,7 @@ def _report(mode: str, actions: list[str], m: rotation.Material, overlap_until: 
         "changed": bool(actions) or would_write,
         "actions": actions or ["unchanged"],
         "servingCert": serving,
+        "clientCert": _cert_summary(m.client) if m.client is not None else None,
         "ca": _cert_summary(m.signer),
         "caBundle": [material.fingerprint(c) for c in m.bundle()],
         "overlapUntil": overlap_until.isoformat() if overlap_until else None,
@@ -198,6 +210,8 @@ def _print_text(r: dict[str, Any]) -> None:
         print(f"{prefix}{action}")
     s = r["servingCert"]
     print(f"serving cert: {', '.join(s['dnsNames'] + s['ipAddresses'])}; not after {s['notAfter']}")
+    if r["clientCert"] is not None:
+        print(f"client cert: {r['clientCert']['subject']}; not after {r['clientCert']['notAfter']}")
     print(f"CA: {r['ca']['subject']}; not after {r['ca']['notAfter']}; {len(r['caBundle'])} CA(s) in caBundle")
     if "secret" in r:
         sec = r["secret"]

@@ -1,6 +1,7 @@
 """`gpuclaim extender [--config FILE] [--listen HOST:PORT] [--tls-cert F --tls-key F] [--metrics-listen HOST:PORT]
-[--kubeconfig FILE]`: the scheduler extender server (POST /prioritize, POST /filter, /healthz, /readyz; /metrics
-on the metrics port).
+[--kubeconfig FILE] [--client-ca FILE]`: the scheduler extender server (POST /prioritize, POST /filter, /healthz,
+/readyz; /metrics, /healthz and /readyz on the metrics port). With --client-ca (extender.clientAuth.caFile) the TLS
+handshake requires a client certificate that CA signed: kube-scheduler's extenders[].tlsConfig certFile/keyFile.
 
 It needs the cluster: an explicit kubeconfig, the in-cluster service account, or $KUBECONFIG/~/.kube/config.
 Without any of them it refuses to start (exit 2 with the reason): a scorer without a cluster view would only
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 from pathlib import Path
 
 from gpuclaim.commands._config import load_config_file
@@ -22,6 +24,9 @@ from gpuclaim.exitstatus import ExitStatus, UsageError
 def configure(parser: argparse.ArgumentParser) -> None:
     add_server_arguments(parser, section="extender", serves="scheduler-facing")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
+    parser.add_argument("--client-ca", type=Path, metavar="FILE",
+                        help="require callers' client certificates signed by this CA bundle (PEM), reloaded on "
+                             "change: mutual TLS (default extender.clientAuth.caFile; needs TLS)")
 
 
 def _listen(value: str, flag: str) -> str:
@@ -58,7 +63,13 @@ def run(args: argparse.Namespace) -> int:
                                                       interval=config.certs.reload_interval_seconds)
         except (OSError, material.MaterialError, ValueError) as exc:
             raise UsageError(f"--tls-cert/--tls-key: no usable certificate pair: {exc}") from None
-    application = app.create_app(config, api=api, reloader=reloader)
+    if args.client_ca is not None:
+        config = dataclasses.replace(config, extender=dataclasses.replace(
+            ext, client_auth=dataclasses.replace(ext.client_auth, ca_file=str(args.client_ca))))
+    try:
+        application = app.create_app(config, api=api, reloader=reloader)
+    except ValueError as exc:  # extender.clientAuth without TLS, or an unusable client CA
+        raise UsageError(f"--client-ca: {exc}") from None
     try:
         asyncio.run(serving.serve(application, listen=listen, metrics_listen=metrics_listen,
                                   registry=application[keys.REGISTRY],

@@ -40,6 +40,8 @@ Obj = dict[str, Any]
 SERVICE_NAMESPACE = inventory.SYSTEM_NAMESPACE
 WEBHOOK_SERVICE = "gpuclaim-webhook"
 EXTENDER_HOST = "gpuclaim-extender.gpuclaim.svc"
+#: the client certificate's name the scheduler presents to the extender (the chart's extender.clientAuth.name)
+SCHEDULER_CLIENT = "gpuclaim-scheduler"
 START_TIMEOUT = 30.0
 STOP_GRACE = 5.0
 #: certificates reloaded within a second, so the reliability suite's rotation is seen quickly
@@ -113,7 +115,11 @@ class Stack:
         self.webhook_port, self.webhook_metrics_port = free_port(), free_port()
         self.extender_port, self.extender_metrics_port = free_port(), free_port()
         self.config_path = self.workdir / "gpuclaim-config.yaml"
-        self.config_path.write_text(yaml.safe_dump(self.config))
+        self.tls_dir = self.workdir / "tls"
+        # the extender answers only the scheduler's client certificate, as the chart sets it up (issue 22)
+        extender = dict(self.config.get("extender") or {})
+        extender["clientAuth"] = {"caFile": str(self.tls_dir / "ca.crt"), "allowedNames": [SCHEDULER_CLIENT]}
+        self.config_path.write_text(yaml.safe_dump({**self.config, "extender": extender}))
         self._timed("apiserver", lambda: self._start_double(objects))
         self._timed("certs", self._issue_certs)
         # both servers start at once (each takes a couple of seconds to import and sync); either may fail alone:
@@ -220,7 +226,7 @@ class Stack:
         self.tls_dir = self.workdir / "tls"
         argv = [self.python, "-m", "gpuclaim", "certs", "--kubeconfig", str(self.kubeconfig),
                 "--namespace", SERVICE_NAMESPACE, "--service", WEBHOOK_SERVICE, "--dns", EXTENDER_HOST,
-                "--ip", "127.0.0.1", "--out-dir", str(self.tls_dir), "-o", "json"]
+                "--ip", "127.0.0.1", "--client-name", SCHEDULER_CLIENT, "--out-dir", str(self.tls_dir), "-o", "json"]
         self.certs_report = self.run_certs(argv)
 
     def run_certs(self, argv: list[str]) -> Obj:
@@ -238,7 +244,7 @@ class Stack:
         return self.run_certs([self.python, "-m", "gpuclaim", "certs", "--kubeconfig", str(self.kubeconfig),
                                "--namespace", SERVICE_NAMESPACE, "--service", WEBHOOK_SERVICE, "--dns", EXTENDER_HOST,
                                "--dns", f"rotation-{generation}.{SERVICE_NAMESPACE}.svc", "--ip", "127.0.0.1",
-                               "--out-dir", str(self.tls_dir), "-o", "json"])
+                               "--client-name", SCHEDULER_CLIENT, "--out-dir", str(self.tls_dir), "-o", "json"])
 
     def _server_argv(self, command: str, port: int, metrics_port: int) -> list[str]:
         assert self.tls_dir is not None and self.kubeconfig is not None
@@ -262,15 +268,20 @@ class Stack:
             raise StackError(f"{proc.name} exited with {proc.popen.returncode} while starting: {proc.tail()} "
                              f"(log: {proc.log})")
 
-    def server_ssl(self) -> ssl.SSLContext:
+    def server_ssl(self, *, as_scheduler: bool = False) -> ssl.SSLContext:
+        """A client context trusting the issued CA; `as_scheduler`: presenting the scheduler's client certificate,
+        which the extender requires."""
         assert self.tls_dir is not None
         context = ssl.create_default_context(cafile=str(self.tls_dir / "ca.crt"))
         context.check_hostname = False  # the certificate names 127.0.0.1 as an IP SAN; verified by chain
+        if as_scheduler:
+            context.load_cert_chain(str(self.tls_dir / "client.crt"), str(self.tls_dir / "client.key"))
         return context
 
     def ready(self, port: int) -> tuple[bool, str]:
         try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=self.server_ssl(),
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz",
+                                        context=self.server_ssl(as_scheduler=port == self.extender_port),
                                         timeout=2) as reply:
                 return reply.status == 200, reply.read().decode(errors="replace").strip()
         except urllib.error.HTTPError as exc:
@@ -291,13 +302,17 @@ class Stack:
 
     # ---- what the scheduler double needs -------------------------------------------------------------------
     def extender_entries(self) -> list[Obj]:
-        """The chart's extenders[] entry, pointed at the loopback extender and the issued CA."""
+        """The chart's extenders[] entry, pointed at the loopback extender, the issued CA and the scheduler's
+        client certificate."""
         assert self.tls_dir is not None
         entries = []
         for entry in inventory.extender_entries():
             entry = dict(entry)
             entry["urlPrefix"] = f"https://127.0.0.1:{self.extender_port}"
-            entry["tlsConfig"] = {**(entry.get("tlsConfig") or {}), "caFile": str(self.tls_dir / "ca.crt")}
+            tls = {**(entry.get("tlsConfig") or {}), "caFile": str(self.tls_dir / "ca.crt")}
+            if "certFile" in tls:
+                tls["certFile"], tls["keyFile"] = str(self.tls_dir / "client.crt"), str(self.tls_dir / "client.key")
+            entry["tlsConfig"] = tls
             entries.append(entry)
         return entries
 

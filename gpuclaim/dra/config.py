@@ -303,6 +303,11 @@ class ExtenderConfig:
     # candidate nodes in one /prioritize or /filter; kube-scheduler sends at most its numFeasibleNodesToFind
     # (500 at 5,000 nodes with the default percentageOfNodesToScore), all nodes only when that is set to 100
     max_nodes: int = field(default=15_000, metadata=_meta(_positive))
+    # kube-scheduler's client certificate (its extenders[].tlsConfig certFile/keyFile): with caFile set, the TLS
+    # handshake on `listen` requires one that CA signed, so /prioritize and /filter answer only the scheduler
+    # (their verdicts would tell anyone whether a claim or template exists in any namespace, issue 22); probes
+    # then ask the metrics port, which serves /healthz and /readyz too
+    client_auth: ClientAuthConfig = ClientAuthConfig()
 
 
 # --- the Kubernetes version (issue 24) ---

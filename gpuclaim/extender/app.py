@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from gpuclaim.certs.files import CertReloader
 from gpuclaim.dra.config import Config
+from gpuclaim.serving import clientauth
 from gpuclaim.serving import metrics as serving_metrics
 from gpuclaim.serving import run as serving
 
@@ -50,6 +51,8 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     serving.install(app, timeouts=config.extender.timeouts, max_connections=config.extender.max_connections,
                     max_connections_per_source=config.extender.max_connections_per_source,
                     max_buffered_body_bytes=config.extender.max_buffered_body_bytes)
+    # only kube-scheduler's certificate opens the TLS port (issue 22); kubelet's probes ask the metrics port
+    clientauth.install(app, config.extender.client_auth, reloader, section="extender")
     serving_metrics.register_server_metrics(registry, component="extender",
                                             cert_expiry=reloader.expiry_timestamp if reloader else None)
     readiness = readiness or Readiness()
@@ -62,6 +65,7 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
         app.cleanup_ctx.append(reloader.cleanup_ctx)
     readiness.add("shutdown", lambda: (False, "stopping: finishing in-flight requests") if serving.stopping(app)
                   else (True, "serving"))
+    app[serving.METRICS_ROUTES] = (("/readyz", handlers.readyz_of(readiness)),)
     app[keys.CONFIG] = config.extender
     app[keys.VIEW] = view
     app[keys.METRICS] = ExtenderMetrics(registry)

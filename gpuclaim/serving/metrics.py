@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import metadata
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 from prometheus_client.aiohttp import make_aiohttp_handler
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def version() -> str:
@@ -23,10 +25,15 @@ async def _healthz(_request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
-def create_metrics_app(registry: CollectorRegistry) -> web.Application:
+def create_metrics_app(registry: CollectorRegistry,
+                       routes: Sequence[tuple[str, Handler]] = ()) -> web.Application:
+    """/metrics, /healthz and the main app's `routes` (GET): a main site behind mutual TLS serves kubelet's
+    probes here, since kubelet presents no client certificate."""
     app = web.Application()
     app.router.add_get("/metrics", make_aiohttp_handler(registry))
     app.router.add_get("/healthz", _healthz)
+    for path, handler in routes:
+        app.router.add_get(path, handler)
     return app
 
 

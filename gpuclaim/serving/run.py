@@ -39,6 +39,8 @@ class Lifecycle:
 
 
 LIFECYCLE = web.AppKey("gpuclaim.serving.lifecycle", Lifecycle)
+#: GET routes of the main app served on the metrics site too (its /readyz when the main site needs client certs)
+METRICS_ROUTES: web.AppKey[tuple[tuple[str, Handler], ...]] = web.AppKey("gpuclaim.serving.metrics_routes")
 
 # asyncio's SSLProtocol gives every TLS connection a 256 KiB read buffer up front: 1,500 idle connections held
 # 420 MB (measured). A TLS record is at most 16 KiB, so 32 KiB reads lose nothing but take 8 times less memory.
@@ -135,7 +137,8 @@ async def serve(app: web.Application, *, listen: str, metrics_listen: str | None
         await site.start()
         urls = [site.url()]
         if metrics_listen is not None:
-            metrics_runner = web.AppRunner(create_metrics_app(registry), handle_signals=False, access_log=None,
+            also: tuple[tuple[str, Handler], ...] = app.get(METRICS_ROUTES, ())
+            metrics_runner = web.AppRunner(create_metrics_app(registry, also), handle_signals=False, access_log=None,
                                            shutdown_timeout=1.0, keepalive_timeout=bounds.idle_seconds)
             await metrics_runner.setup()
             m_host, m_port = split_listen(metrics_listen)

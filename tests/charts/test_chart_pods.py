@@ -72,9 +72,12 @@ def test_servers_get_the_designed_cli_flags_and_mount_config_and_tls(render: Any
     assert ports == {"https": 8443, "metrics": 9090}
 
 
+NO_EXTENDER_MTLS = {"extender": {"clientAuth": {"enabled": False}}}
+
+
 @pytest.mark.parametrize("component", ["webhook", "extender"])
-def test_probes_use_healthz_and_readyz(render: Any, component: str) -> None:
-    (c,) = server(render("default"), component)["spec"]["template"]["spec"]["containers"]
+def test_probes_use_healthz_and_readyz(component: str) -> None:
+    (c,) = server(render_values(NO_EXTENDER_MTLS), component)["spec"]["template"]["spec"]["containers"]
     # readiness and start-up over the TLS port (what kube-apiserver and kube-scheduler call); liveness on the
     # metrics port, which a flood of connections to the TLS port does not fill
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
@@ -82,9 +85,19 @@ def test_probes_use_healthz_and_readyz(render: Any, component: str) -> None:
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics", "scheme": "HTTP"}
 
 
+@pytest.mark.parametrize("values", [{}, {"metrics": {"networkPolicy": {"enabled": True}}}], ids=["default", "netpol"])
+def test_the_extender_under_mutual_tls_is_probed_on_the_metrics_port(values: dict[str, Any]) -> None:
+    """kubelet presents no client certificate, and the TLS port (extender.clientAuth, on by default) completes no
+    handshake without one: every probe asks the metrics port, which serves /readyz too."""
+    (c,) = server(render_values(values), "extender")["spec"]["template"]["spec"]["containers"]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", "scheme": "HTTP"}
+    assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics", "scheme": "HTTP"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics", "scheme": "HTTP"}
+
+
 @pytest.mark.parametrize("component", ["webhook", "extender"])
 def test_liveness_stays_on_the_tls_port_under_the_metrics_network_policy(component: str) -> None:
-    rendered = render_values({"metrics": {"networkPolicy": {"enabled": True}}})
+    rendered = render_values({"metrics": {"networkPolicy": {"enabled": True}}, **NO_EXTENDER_MTLS})
     (c,) = server(rendered, component)["spec"]["template"]["spec"]["containers"]
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
 
@@ -148,6 +161,7 @@ def test_certs_job_runs_gpuclaim_certs_for_the_webhook_service_and_release_confi
         "--dns=gc-gpuclaim-extender.gpuclaim-system",
         "--dns=gc-gpuclaim-extender.gpuclaim-system.svc",
         "--dns=gc-gpuclaim-extender.gpuclaim-system.svc.cluster.local",
+        "--client-name=gpuclaim-scheduler",  # kube-scheduler's, for the extender's mutual TLS
         "-o",
         "json",
     ]
@@ -191,8 +205,9 @@ def _said(kind: str, get: dict[str, Any]) -> str:
 def test_install_md_describes_the_probes_the_default_chart_renders(render: Any) -> None:
     """docs/install.md once said liveness was probed over HTTPS while the chart probes the metrics port."""
     page = " ".join((Path(__file__).resolve().parents[2] / "docs" / "install.md").read_text().split())
-    for component in ("webhook", "extender"):
-        (c,) = server(render("default"), component)["spec"]["template"]["spec"]["containers"]
+    for component, rendered in (("webhook", render("default")), ("extender", render("default")),
+                                ("extender", render_values({"extender": {"clientAuth": {"enabled": False}}}))):
+        (c,) = server(rendered, component)["spec"]["template"]["spec"]["containers"]
         for kind in ("startup", "liveness", "readiness"):
             probe = f"{kind}Probe"
             assert _said(kind, c[probe]["httpGet"]) in page, _said(kind, c[probe]["httpGet"])

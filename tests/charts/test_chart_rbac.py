@@ -122,7 +122,7 @@ def test_the_lease_the_role_names_is_the_one_the_webhook_config_uses(render: Any
     assert load_config(config).gc.lease_name == "gc-gpuclaim-webhook-gc"
     no_gc = yaml.safe_load(render("no-gc").one("ConfigMap", "-config")["data"]["config.yaml"])
     # exactly the values: no lease name for a collector that never runs
-    assert no_gc["gc"] == {"enabled": False} and set(no_gc) == {"gc", "webhook"}
+    assert no_gc["gc"] == {"enabled": False} and set(no_gc) == {"gc", "webhook", "extender"}  # + the client CAs
 
 
 def test_the_quota_controller_is_opt_in_and_gets_its_own_lease(render: Any) -> None:

@@ -102,8 +102,11 @@ def test_cert_manager_objects_are_well_formed(render: Any) -> None:
 def test_cert_manager_with_an_existing_issuer_creates_no_ca_of_its_own(render: Any) -> None:
     rendered: Rendered = render("cert-manager-own-issuer")
     assert rendered.of_kind("Issuer") == []
-    (cert,) = rendered.of_kind("Certificate")
-    assert cert["spec"]["issuerRef"] == {"name": "corp-ca", "kind": "ClusterIssuer"}
+    # the serving certificate and kube-scheduler's client certificate (extender.clientAuth), both from that issuer
+    certs = rendered.of_kind("Certificate")
+    assert [c["metadata"]["name"] for c in certs] == ["gc-gpuclaim-serving", "gc-gpuclaim-scheduler-client"]
+    for cert in certs:
+        assert cert["spec"]["issuerRef"] == {"name": "corp-ca", "kind": "ClusterIssuer"}
 
 
 def test_service_monitor_scrapes_the_metrics_port_of_both_services(render: Any) -> None:

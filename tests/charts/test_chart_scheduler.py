@@ -131,10 +131,13 @@ def test_without_a_second_scheduler_the_config_is_exactly_the_values(render: Any
     # the values ({}), plus the garbage collector's per-release Lease name (test_chart_rbac) and the client CA the
     # chart mounts (webhook.clientAuth, on by default: test_chart_hardening)
     client_auth = {"webhook": {"clientAuth": {"caFile": "/etc/gpuclaim/client-ca/ca.crt",
-                                              "allowedNames": ["kube-apiserver-webhook-client"]}}}
+                                              "allowedNames": ["kube-apiserver-webhook-client"]}},
+                   "extender": {"clientAuth": {"caFile": "/etc/gpuclaim/tls/ca.crt",
+                                               "allowedNames": ["gpuclaim-scheduler"]}}}
     assert yaml.safe_load(render("default").one("ConfigMap", "-config")["data"]["config.yaml"]) == {
         "gc": {"leaseName": "gc-gpuclaim-webhook-gc"}, **client_auth}
     values = {"config": {"logging": {"level": "debug"}, "extender": {"policy": "spread"}}}
     rendered = render_values(values)
+    extender = {"extender": {**values["config"]["extender"], **client_auth["extender"]}}
     assert yaml.safe_load(rendered.one("ConfigMap", "-config")["data"]["config.yaml"]) == {
-        **values["config"], "gc": {"leaseName": "gc-gpuclaim-webhook-gc"}, **client_auth}
+        **values["config"], "gc": {"leaseName": "gc-gpuclaim-webhook-gc"}, **client_auth, **extender}

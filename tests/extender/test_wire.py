@@ -120,3 +120,9 @@ def test_filter_never_returns_a_name_that_was_not_a_candidate() -> None:
     args = wire.decode_args(fixture("ExtenderArgs.nodeCacheCapable-true.json"))
     out = json.loads(wire.encode_filter_result(args=args, passed=[NAMES[0], "stranger"]))
     assert out["NodeNames"] == [NAMES[0]]
+
+
+@given(st.lists(st.lists(st.tuples(st.text(max_size=6), st.integers(0, 10)), max_size=5), max_size=6))
+def test_arrays_joined_are_the_array_of_all_their_elements(pieces: list[list[tuple[str, int]]]) -> None:
+    joined = wire.join_arrays([wire.encode_priorities(piece) for piece in pieces])
+    assert joined == wire.encode_priorities([pair for piece in pieces for pair in piece])

@@ -108,7 +108,7 @@ class Kube:
         (self.run / "state.json").write_bytes(orjson.dumps(self.state, option=orjson.OPT_INDENT_2))
         port = self.state["gpuclaimPorts"][name]
         deadline = time.monotonic() + 60
-        while not _ready(self.run / "tls" / "ca.crt", port):
+        while not _ready(self.run / "tls" / "ca.crt", port, client=name == "extender"):
             assert new.alive(), f"{name} exited on restart: {new.log.read_text()[-2000:]}"
             assert time.monotonic() < deadline, f"{name} not ready 60 s after restart"
             time.sleep(0.1)
@@ -173,12 +173,15 @@ class Kube:
             proc.popen.wait(30)
 
 
-def _ready(ca: Path, port: int) -> bool:
+def _ready(ca: Path, port: int, *, client: bool = False) -> bool:
+    """/readyz over TLS; `client`: present kube-scheduler's client certificate (the extender's mutual TLS)."""
     import ssl
     import urllib.request
 
     context = ssl.create_default_context(cafile=str(ca))
     context.check_hostname = False
+    if client and (ca.parent / "client.crt").exists():
+        context.load_cert_chain(str(ca.parent / "client.crt"), str(ca.parent / "client.key"))
     try:
         with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context, timeout=2) as reply:
             return bool(reply.status == 200)

@@ -180,6 +180,9 @@ spec:
       {{- range (include "gpuclaim.extenderDNSNames" . | fromYamlArray) }}
       {{- $certs = append $certs (printf "--dns=%s" .) }}
       {{- end }}
+      {{- if include "gpuclaim.extenderClientAuth" . }}
+      {{- $certs = append $certs (printf "--client-name=%s" .Values.extender.clientAuth.name) }}
+      {{- end }}
       # `gpuclaim certs` succeeds when it finds no webhook configuration to inject into, and on a
       # first install this pod can start before Helm has created them (they are applied last):
       # repeat it until it has seen all {{ $expected }}, so the caBundle is never left for the CronJob.
@@ -269,7 +272,8 @@ would make the scheduler skip exactly the pods that need scoring; the extender a
 without claims in well under a millisecond instead.
 One serving certificate carries the webhook's and the extender's Service names; tlsConfig.serverName
 names the extender so verification works also when urlPrefix is a ClusterIP.
-Call with (dict "root" $ "caFile" PATH).
+With extender.clientAuth, certFile/keyFile are the client certificate kube-scheduler presents.
+Call with (dict "root" $ "caFile" PATH "certFile" PATH "keyFile" PATH).
 */}}
 {{- define "gpuclaim.mixedNodes" -}}
 {{- get (.Values.config | default dict) "mixedNodes" | default "avoid" -}}
@@ -290,6 +294,10 @@ Call with (dict "root" $ "caFile" PATH).
     insecure: false
     serverName: {{ include "gpuclaim.extenderHost" .root | quote }}
     caFile: {{ .caFile | quote }}
+    {{- if include "gpuclaim.extenderClientAuth" .root }}
+    certFile: {{ .certFile | quote }}
+    keyFile: {{ .keyFile | quote }}
+    {{- end }}
   httpTimeout: {{ $e.httpTimeout | quote }}
   ignorable: {{ $e.ignorable }}
   managedResources: []
@@ -329,4 +337,32 @@ config.conversion.mappings when the config sets them (`nvidia.com/mig-*` becomes
 {{- else }}
 {{- pick .Values.webhook.matchResources "names" "prefixes" | toYaml }}
 {{- end }}
+{{- end }}
+
+{{/*
+Mutual TLS between kube-scheduler and the extender (extender.clientAuth, issue 22): "true" when on.
+*/}}
+{{- define "gpuclaim.extenderClientAuth" -}}
+{{- if and .Values.extender.enabled .Values.extender.clientAuth.enabled }}true{{ end }}
+{{- end }}
+
+{{/* Where the scheduler's client certificate is: a Secret and its two keys (client.crt, client.key). */}}
+{{- define "gpuclaim.schedulerClientVolume" -}}
+secret:
+  {{- if eq .Values.certs.mode "cert-manager" }}
+  secretName: {{ include "gpuclaim.component" (dict "root" . "component" "scheduler-client") }}
+  items:
+    - key: tls.crt
+      path: client.crt
+    - key: tls.key
+      path: client.key
+  {{- else }}
+  secretName: {{ include "gpuclaim.tlsSecretName" . }}
+  items:
+    - key: client.crt
+      path: client.crt
+    - key: client.key
+      path: client.key
+  {{- end }}
+  defaultMode: 0440
 {{- end }}

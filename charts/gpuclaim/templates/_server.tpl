@@ -8,6 +8,8 @@ Call with (dict "root" $ "component" "webhook" "v" .Values.webhook).
 {{- $v := .v }}
 {{- $name := include "gpuclaim.component" (dict "root" $root "component" .component) }}
 {{- $selector := include "gpuclaim.componentSelector" (dict "root" $root "component" .component) }}
+{{- /* the extender under mutual TLS: its TLS port answers kube-scheduler only, so kubelet probes the metrics port */}}
+{{- $mtls := and (eq .component "extender") (include "gpuclaim.extenderClientAuth" $root) }}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -105,8 +107,13 @@ spec:
           startupProbe:
             httpGet:
               path: /healthz
+              {{- if $mtls }}
+              port: metrics
+              scheme: HTTP
+              {{- else }}
               port: https
               scheme: HTTPS
+              {{- end }}
             periodSeconds: 2
             failureThreshold: 30
           # Liveness asks the metrics port, which counts its own connections: a flood of the TLS port does
@@ -114,11 +121,13 @@ spec:
           # holding none (kubelet, one connection per probe) gets a reserved place when the port is full, so a
           # flood fails no probe and never turns into a restart loop. Under the optional NetworkPolicy the
           # metrics port admits only its listed peers, and whether kubelet's probes pass depends on the CNI, so
-          # there liveness asks the TLS port, which has the same protection (docs/hardening.md).
+          # there liveness asks the TLS port, which has the same protection (docs/hardening.md). The extender
+          # under mutual TLS (extender.clientAuth) has no TLS port for kubelet: every probe asks the metrics port,
+          # whose traffic from the pod's own node NetworkPolicy does not block.
           livenessProbe:
             httpGet:
               path: /healthz
-              {{- if $root.Values.metrics.networkPolicy.enabled }}
+              {{- if and $root.Values.metrics.networkPolicy.enabled (not $mtls) }}
               port: https
               scheme: HTTPS
               {{- else }}
@@ -132,8 +141,13 @@ spec:
             # /readyz: certificates loaded and the cluster view synced and fresh.
             httpGet:
               path: /readyz
+              {{- if $mtls }}
+              port: metrics
+              scheme: HTTP
+              {{- else }}
               port: https
               scheme: HTTPS
+              {{- end }}
             periodSeconds: 5
             timeoutSeconds: 3
             failureThreshold: 3
@@ -170,6 +184,11 @@ spec:
                 path: tls.crt
               - key: tls.key
                 path: tls.key
+              {{- if $mtls }}
+              # the CA that signs kube-scheduler's client certificate (extender.clientAuth.caFile)
+              - key: ca.crt
+                path: ca.crt
+              {{- end }}
         {{- if and (eq .component "webhook") $v.clientAuth.enabled }}
         - name: client-ca
           configMap:

@@ -2,7 +2,8 @@
 
 Configured with the `extenders[]` entries of a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1):
 `urlPrefix`, `filterVerb`, `prioritizeVerb`, `weight`, `nodeCacheCapable`, `ignorable`, `enableHTTPS`,
-`tlsConfig` (`caData` base64 / `caFile`, `insecure`, `serverName`), `httpTimeout` ("5s", "500ms"; default 5s),
+`tlsConfig` (`caData` base64 / `caFile`, `insecure`, `serverName`, and the client certificate `certData`/`keyData`
+base64 or `certFile`/`keyFile`), `httpTimeout` ("5s", "500ms"; default 5s),
 `managedResources`. The wire JSON is the real one: PascalCase keys, `Nodes` as a NodeList or `NodeNames`.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from gpuclaim.certs import material
 from gpuclaim.certs.context import client_context
 
 Obj = dict[str, Any]
@@ -61,6 +63,8 @@ class ExtenderConfig:
     ca_pem: bytes | None = None
     insecure: bool = False
     server_name: str | None = None
+    #: the client certificate and key (PEM) presented to the extender, as kube-scheduler's tlsConfig certFile/keyFile
+    client_pair: tuple[bytes, bytes] | None = None
     http_timeout: float = DEFAULT_TIMEOUT
     managed_resources: tuple[str, ...] = ()
 
@@ -86,10 +90,12 @@ class ExtenderConfig:
         tls = raw.get("tlsConfig") or {}
         if not isinstance(tls, Mapping):
             raise ExtenderConfigError(f"{path}.tlsConfig: must be an object")
-        for key in ("filterVerb", "prioritizeVerb", "caData", "caFile", "serverName"):
-            value = (tls if key.startswith(("ca", "server")) else raw).get(key)
+        in_tls = ("ca", "server", "cert", "key")
+        for key in ("filterVerb", "prioritizeVerb", "caData", "caFile", "serverName", "certData", "certFile",
+                    "keyData", "keyFile"):
+            value = (tls if key.startswith(in_tls) else raw).get(key)
             if value is not None and not isinstance(value, str):
-                where = f"tlsConfig.{key}" if key.startswith(("ca", "server")) else key
+                where = f"tlsConfig.{key}" if key.startswith(in_tls) else key
                 raise ExtenderConfigError(f"{path}.{where}: Invalid value: {value!r}: must be a string")
         ca_pem = None
         if tls.get("caData"):
@@ -102,6 +108,7 @@ class ExtenderConfig:
                 ca_pem = Path(tls["caFile"]).read_bytes()
             except OSError as exc:
                 raise ExtenderConfigError(f"{path}.tlsConfig.caFile: {exc}") from None
+        client_pair = _client_pair(tls, path)
         managed_raw = raw.get("managedResources") or []
         if not isinstance(managed_raw, list) or not all(isinstance(m, Mapping) and isinstance(m.get("name"), str)
                                                         for m in managed_raw):
@@ -111,8 +118,35 @@ class ExtenderConfig:
                    prioritize_verb=str(raw.get("prioritizeVerb") or ""), weight=weight,
                    node_cache_capable=bool(raw.get("nodeCacheCapable")), ignorable=bool(raw.get("ignorable")),
                    enable_https=bool(raw.get("enableHTTPS")), ca_pem=ca_pem, insecure=bool(tls.get("insecure")),
-                   server_name=tls.get("serverName") or None,
+                   server_name=tls.get("serverName") or None, client_pair=client_pair,
                    http_timeout=_duration(raw.get("httpTimeout"), f"{path}.httpTimeout"), managed_resources=managed)
+
+
+def _client_pair(tls: Mapping[str, Any], path: str) -> tuple[bytes, bytes] | None:
+    """tlsConfig's client certificate: `certData`/`keyData` (base64 PEM) over `certFile`/`keyFile`, as client-go
+    prefers data to files; both halves or neither."""
+    halves: list[bytes] = []
+    for data_key, file_key in (("certData", "certFile"), ("keyData", "keyFile")):
+        if tls.get(data_key):
+            try:
+                halves.append(base64.b64decode(tls[data_key], validate=True))
+            except (binascii.Error, ValueError):
+                raise ExtenderConfigError(f"{path}.tlsConfig.{data_key}: Invalid value: not base64") from None
+        elif tls.get(file_key):
+            try:
+                halves.append(Path(tls[file_key]).read_bytes())
+            except OSError as exc:
+                raise ExtenderConfigError(f"{path}.tlsConfig.{file_key}: {exc}") from None
+    if len(halves) == 1:
+        raise ExtenderConfigError(f"{path}.tlsConfig: a client certificate needs both certFile/certData and "
+                                  "keyFile/keyData")
+    if not halves:
+        return None
+    try:
+        material.load_pair(halves[0], halves[1], what="client")
+    except material.MaterialError as exc:
+        raise ExtenderConfigError(f"{path}.tlsConfig: {exc}") from None
+    return halves[0], halves[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +168,8 @@ class HTTPExtender:
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
                 self._ssl = context
+            if config.client_pair is not None:
+                _load_pair(self._ssl, *config.client_pair)
 
     def interested(self, pod: Obj) -> bool:
         """IsInterested: with managedResources, only pods requesting one of them (requests or limits)."""
@@ -200,3 +236,15 @@ class HTTPExtender:
             if isinstance(entry, dict) and isinstance(entry.get("Score"), int):
                 out[str(entry.get("Host"))] = entry["Score"] * self.config.weight
         return out
+
+
+def _load_pair(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    """`load_cert_chain` reads files only: through a private temporary directory."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="gpuclaim-extender-client-") as tmp:
+        cert, key = Path(tmp) / "client.crt", Path(tmp) / "client.key"
+        cert.write_bytes(cert_pem)
+        key.touch(mode=0o600)
+        key.write_bytes(key_pem)
+        context.load_cert_chain(str(cert), str(key))
