@@ -8,7 +8,8 @@ an event touches the node:
 - a ResourceClaim whose allocated devices changed -> the nodes of the pools those devices are in (every node
   if a pool is not node-local); claim updates that do not change the allocation (reservedFor, new claims)
   touch nothing;
-- a DeviceClass -> every node (selectors changed).
+- a DeviceClass -> every node (selectors changed);
+- a DeviceTaintRule -> every node (which devices it taints depends on its selector and the version).
 
 The cache's indexes are updated before subscribers run, so a state rebuilt after an event sees the event.
 """
@@ -24,7 +25,7 @@ from typing import Any
 from gpuclaim.dra import allocator
 from gpuclaim.dra.api import DeviceClass, DeviceID
 from gpuclaim.dra.config import Config
-from gpuclaim.kube.cache import ClusterCache, compact_node, default_specs
+from gpuclaim.kube.cache import ClusterCache, compact_node, default_specs, taint_rule_spec
 from gpuclaim.kube.reflector import Obj, WatchSpec
 
 from .groups import GroupCache
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 
 def extender_specs(config: Config) -> tuple[WatchSpec, ...]:
     """The cache's default watches, with Nodes kept as name, labels, the NVLink annotation and their extended
-    resources (mixed nodes) only."""
+    resources (mixed nodes) only, and DeviceTaintRules where the cluster serves them (kube-scheduler taints devices
+    with them before allocating)."""
     compact = functools.partial(compact_node, annotations=(config.extender.nvlink_annotation,))
 
     out = []
@@ -44,6 +46,7 @@ def extender_specs(config: Config) -> tuple[WatchSpec, ...]:
             spec = WatchSpec(spec.kind, spec.api_version, spec.plural, spec.label_selector, spec.namespaced,
                              compact)  # fmt: skip
         out.append(spec)
+    out.append(taint_rule_spec())
     return tuple(out)
 
 
@@ -98,7 +101,7 @@ class LiveView:
                     break
                 for node in nodes:
                     self._states.pop(node, None)
-        elif kind == "DeviceClass":
+        elif kind in ("DeviceClass", "DeviceTaintRule"):
             self._drop_all()
 
     def _drop_all(self) -> None:
