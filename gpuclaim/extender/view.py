@@ -22,7 +22,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from gpuclaim.dra import allocator
+from gpuclaim.dra import allocator, taints, versions
 from gpuclaim.dra.api import DeviceClass, DeviceID
 from gpuclaim.dra.config import Config
 from gpuclaim.kube.cache import ClusterCache, compact_node, default_specs, taint_rule_spec
@@ -70,6 +70,9 @@ class LiveView:
         self.rebuilds = 0
         self.needs_warm = True  # every state is gone (start, class change, cluster-wide slice): rebuild ahead
         self.warmed = False  # at least one full warm-up done since the start
+        self._model: versions.KubernetesModel | None = None  # the version the states were built for
+        self._features = allocator.features_for(versions.NEWEST_MODEL)
+        self._rules: list[taints.TaintRule] | None = None  # parsed DeviceTaintRules; None: parse again
         cache.subscribe(self.on_event)
 
     # ---- events ------------------------------------------------------------------------------------------------
@@ -101,7 +104,10 @@ class LiveView:
                     break
                 for node in nodes:
                     self._states.pop(node, None)
-        elif kind in ("DeviceClass", "DeviceTaintRule"):
+        elif kind == "DeviceTaintRule":
+            self._rules = None
+            self._drop_all()
+        elif kind == "DeviceClass":
             self._drop_all()
 
     def _drop_all(self) -> None:
@@ -111,6 +117,7 @@ class LiveView:
     async def prewarm(self, *, chunk: int = 100) -> int:
         """Build the state of every known node ahead of the scheduler's calls, yielding to the event loop every
         ``chunk`` nodes; at 5,000 nodes this moves seconds of slice parsing off the first /prioritize."""
+        self.model()
         self.needs_warm = False
         names = set(self.cache.objects("Node"))
         names.update(str((o.get("spec") or {}).get("nodeName")) for o in self.cache.objects("ResourceSlice").values()
@@ -133,7 +140,34 @@ class LiveView:
         return self.cache.template(namespace, name)
 
     def classes(self) -> Mapping[str, DeviceClass]:
+        # a prediction asks for the classes once, before any node state: the moment to follow a version change
+        self.model()
         return self.cache.inventory.parsed_classes()  # parsed once by the cluster view; invalid ones left out
+
+    def model(self) -> versions.KubernetesModel:
+        """The Kubernetes version the cluster runs (``/version``, followed; or the pinned one), else the newest.
+        When it changes, every node state and shared verdict is dropped: they were predicted with the old one's
+        allocator."""
+        version = self.cache.version
+        model = version.model if version is not None else versions.NEWEST_MODEL
+        if model != self._model:
+            if self._model is not None:
+                log.info("predicting with Kubernetes %s's allocator (was %s)", model.name, self._model.name)
+            self._model = model
+            self._features = allocator.features_for(model)
+            self._rules = None
+            self.verdict_groups = GroupCache()
+            self._drop_all()
+        return model
+
+    def taint_rules(self) -> list[taints.TaintRule]:
+        """The DeviceTaintRules the cluster's kube-scheduler applies (none where its gate is off)."""
+        if self._rules is None:
+            rules, problems = taints.parse_rules(self.cache.taint_rules().values())
+            for problem in problems:
+                log.warning("%s; it taints no device in the prediction", problem)
+            self._rules = rules if self._model is None or taints.rules_apply(self._model) else []
+        return self._rules
 
     def node_state(self, name: str) -> NodeState | None:
         state = self._states.get(name)
@@ -145,9 +179,14 @@ class LiveView:
         if labels is None and not parsed:
             return None
         node_obj = self.cache.objects("Node").get(name) or {}
-        pools = allocator.gather_pools(allocator.NodeInfo(name, labels or {}), parsed)
+        model = self._model or self.model()
+        rules = self.taint_rules()
+        if rules:  # as kube-scheduler's slice tracker hands them to its allocator
+            parsed = taints.apply_to_slices(parsed, rules, model, self.classes())
+        pools = allocator.gather_pools(allocator.NodeInfo(name, labels or {}), parsed, features=self._features)
         state = NodeState.build(config=self.config.extender, pools=pools, is_held=self.cache.is_allocated,
-                                annotations=(node_obj.get("metadata") or {}).get("annotations") or {})
+                                annotations=(node_obj.get("metadata") or {}).get("annotations") or {},
+                                features=self._features)
         self._states[name] = state
         self.rebuilds += 1
         return state
