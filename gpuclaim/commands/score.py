@@ -88,7 +88,7 @@ def rows(pod: Mapping[str, Any], view: Any, config: Any, *, where: str = "pod") 
     from gpuclaim.extender import predict
 
     names = view.candidates()
-    if not predict.has_claims(pod):
+    if not predict.needs_prediction(pod):
         out = [{"node": n, "score": 0, "devices": [], "reason": "the pod has no DRA claims: every node scores 0"}
                for n in names]
         return out

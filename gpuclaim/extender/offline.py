@@ -28,6 +28,7 @@ from gpuclaim.dra.api import (
 )
 from gpuclaim.dra.config import ExtenderConfig
 
+from . import extended
 from .groups import GroupCache
 from .predict import NodeState
 
@@ -47,6 +48,7 @@ class OfflineView:
         self.model = model
         self.features = allocator.features_for(model)
         self.rules: list[taints.TaintRule] = []
+        self._created: dict[str, str] = {}  # DeviceClass creationTimestamps (KEP-5004: the newer class wins)
         self.slices: list[ResourceSlice] = []
         self.claims: dict[tuple[str, str], Mapping[str, Any]] = {}
         self.templates: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -97,6 +99,7 @@ class OfflineView:
             if klass is None or errors:
                 raise InventoryError(f"{where or 'DeviceClass ' + name}: {_errors(errors)}")
             self._classes[klass.name] = klass
+            self._created[klass.name] = str(meta.get("creationTimestamp") or "")
         elif kind == "ResourceClaim":
             self.claims[key] = obj
         elif kind == "ResourceClaimTemplate":
@@ -129,6 +132,15 @@ class OfflineView:
 
     def classes(self) -> Mapping[str, DeviceClass]:
         return self._classes
+
+    def extended_plan(self, pod: Mapping[str, Any]) -> extended.Plan | None:
+        if not self.model.extended_resources.scheduler_claims:
+            return None
+        return extended.plan(pod, extended.ClassResolver(self._classes, self._created, self.model), self.model)
+
+    def node_allocatable(self, name: str) -> Mapping[str, Any]:
+        allocatable = (self.nodes.get(name, {}).get("status") or {}).get("allocatable")
+        return allocatable if isinstance(allocatable, Mapping) else {}
 
     def candidates(self) -> list[str]:
         names = set(self.nodes) | {s.node_name for s in self.slices if s.node_name}

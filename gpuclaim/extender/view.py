@@ -28,6 +28,7 @@ from gpuclaim.dra.config import Config
 from gpuclaim.kube.cache import ClusterCache, compact_node, default_specs, taint_rule_spec
 from gpuclaim.kube.reflector import Obj, WatchSpec
 
+from . import extended
 from .groups import GroupCache
 from .predict import NodeState
 
@@ -73,6 +74,7 @@ class LiveView:
         self._model: versions.KubernetesModel | None = None  # the version the states were built for
         self._features = allocator.features_for(versions.NEWEST_MODEL)
         self._rules: list[taints.TaintRule] | None = None  # parsed DeviceTaintRules; None: parse again
+        self._resolver: extended.ClassResolver | None = None  # KEP-5004 class names; None: build again
         cache.subscribe(self.on_event)
 
     # ---- events ------------------------------------------------------------------------------------------------
@@ -108,6 +110,7 @@ class LiveView:
             self._rules = None
             self._drop_all()
         elif kind == "DeviceClass":
+            self._resolver = None
             self._drop_all()
 
     def _drop_all(self) -> None:
@@ -156,9 +159,25 @@ class LiveView:
             self._model = model
             self._features = allocator.features_for(model)
             self._rules = None
+            self._resolver = None
             self.verdict_groups = GroupCache()
             self._drop_all()
         return model
+
+    def extended_plan(self, pod: Mapping[str, Any]) -> extended.Plan | None:
+        model = self._model or self.model()
+        if not model.extended_resources.scheduler_claims:
+            return None
+        if self._resolver is None:
+            raw = self.cache.objects("DeviceClass")
+            created = {str(k): str((o.get("metadata") or {}).get("creationTimestamp") or "") for k, o in raw.items()}
+            self._resolver = extended.ClassResolver(self.cache.inventory.parsed_classes(), created, model)
+        return extended.plan(pod, self._resolver, model)
+
+    def node_allocatable(self, name: str) -> Mapping[str, Any]:
+        node = self.cache.objects("Node").get(name) or {}
+        allocatable = (node.get("status") or {}).get("allocatable")
+        return allocatable if isinstance(allocatable, Mapping) else {}
 
     def taint_rules(self) -> list[taints.TaintRule]:
         """The DeviceTaintRules the cluster's kube-scheduler applies (none where its gate is off)."""
