@@ -186,7 +186,9 @@ class ClusterCache:
     def ages(self) -> dict[str, float | None]:
         """Seconds since each kind's last event, bookmark or successful list (None: never)."""
         now = self.clock()
-        return {k: None if r.last_activity is None else now - r.last_activity for k, r in self.reflectors.items()}
+        # an optional kind the cluster does not serve has nothing to go stale: 0, whatever its recheck interval
+        return {k: 0.0 if r.spec.optional and r.served_version is None and r.synced.is_set()
+                else None if r.last_activity is None else now - r.last_activity for k, r in self.reflectors.items()}
 
     def stale_kinds(self, max_age: float) -> list[str]:
         return sorted(k for k, age in self.ages().items() if age is None or age > max_age)

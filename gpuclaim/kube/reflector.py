@@ -146,18 +146,21 @@ class Reflector:
                 if exc.code == 404:
                     continue
                 if exc.code == 403:  # an older chart's role: run without the kind rather than never become ready
-                    log.warning("%s: not allowed to list %s (%s); treated as none until allowed", self.spec.kind,
-                                path, exc)
+                    if self.served_version is not None:
+                        log.warning("%s: not allowed to list %s (%s); treated as none until allowed",
+                                    self.spec.kind, path, exc)
+                    self.served_version = None
                     break
                 raise
             if version != self.served_version or path != self.path:
                 log.info("%s: served as %s", self.spec.kind, version)
             self.served_version, self.path = version, path
             return True
-        if self.served_version is not None:
-            log.info("%s: not served by this cluster (tried %s); treated as none", self.spec.kind,
-                     ", ".join(v for v, _ in self.spec.paths))
-        self.served_version = None
+        else:
+            if self.served_version is not None:
+                log.info("%s: not served by this cluster (tried %s); treated as none", self.spec.kind,
+                         ", ".join(v for v, _ in self.spec.paths))
+            self.served_version = None
         old_items, self.items = self.items, {}
         for old in old_items.values():
             self._emit("DELETED", old, None)
