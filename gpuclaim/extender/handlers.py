@@ -71,7 +71,7 @@ async def _verdicts(request: web.Request, args: wire.ExtenderArgs
     """None when the pod has nothing to predict (no claims, or every claim allocated or invisible)."""
     app = request.app
     metrics, view, config = app[keys.METRICS], app[keys.VIEW], app[keys.CONFIG]
-    if not predict.has_claims(args.pod):
+    if not predict.needs_prediction(args.pod):
         metrics.pods.labels("without").inc()
         return None, []
     metrics.pods.labels("with").inc()

@@ -18,6 +18,7 @@ the simulation, so pods of one shape (one template) share every cached verdict.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,19 +26,21 @@ from typing import Any, Protocol
 
 import orjson
 
-from gpuclaim.dra import allocator, cel
+from gpuclaim.dra import allocator, cel, versions
 from gpuclaim.dra.api import Device, DeviceClass, DeviceID, NodeSelector, ResourceClaim, parse_resource_claim
 from gpuclaim.dra.api._read import Reader
 from gpuclaim.dra.api.nodeselector import parse_node_selector
 from gpuclaim.dra.config import ExtenderConfig
 from gpuclaim.dra.fieldpath import Path
 
+from . import extended, groups, score
 from . import fragmentation as frag
-from . import groups, score
 from .topology import NVLINK, NodeTopology
 
 _MAX_VERDICTS_PER_NODE = 64
 _UNKNOWN_NODE = "no ResourceSlice or Node known for this node"
+#: where no version is known (a view built in memory): the newest supported kube-scheduler at default gates
+NEWEST_FEATURES = allocator.features_for(versions.NEWEST_MODEL)
 
 
 @dataclass(eq=False)
@@ -51,6 +54,8 @@ class NodeState:
     # the candidates' ``driver/pool/device`` names, made once: the verdicts of every shape share these strings
     # (a node keeps up to 64 verdicts, and a fresh string per picked device was half of each verdict's bytes)
     device_names: tuple[str, ...] = ()
+    # the allocator the cluster's kube-scheduler runs (its version's features); `pools` were gathered with them
+    features: allocator.Features = NEWEST_FEATURES
 
     @property
     def name(self) -> str:
@@ -58,12 +63,13 @@ class NodeState:
 
     @classmethod
     def build(cls, *, config: ExtenderConfig, pools: allocator.NodePools, is_held: Callable[[DeviceID], bool],
-              annotations: Mapping[str, str] | None = None) -> NodeState:
+              annotations: Mapping[str, str] | None = None,
+              features: allocator.Features = NEWEST_FEATURES) -> NodeState:
         devices = [(c.id, c.device) for c in pools.candidates]
         held = frozenset(d for d, _ in devices if is_held(d))
         return cls(pools=pools, held=held, topology=NodeTopology(config=config, devices=devices,
                                                                   annotations=annotations),
-                   device_names=tuple(str(d) for d, _ in devices))  # fmt: skip
+                   device_names=tuple(str(d) for d, _ in devices), features=features)  # fmt: skip
 
 
 class ClusterView(Protocol):
@@ -77,6 +83,14 @@ class ClusterView(Protocol):
 
     def node_state(self, name: str) -> NodeState | None: ...
 
+    def extended_plan(self, pod: Mapping[str, Any]) -> extended.Plan | None:
+        """The claim kube-scheduler makes itself for the pod's extended resources (KEP-5004), where it does."""
+        ...
+
+    def node_allocatable(self, name: str) -> Mapping[str, Any]:
+        """The node's extended resources in ``status.allocatable`` (a device plugin's count)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class PodRequest:
@@ -87,11 +101,25 @@ class PodRequest:
     notes: tuple[str, ...]  # claims left out and why
     # allocated claims whose allocation is restricted to some nodes: (pod claim entry name, node selector)
     pinned: tuple[tuple[str, NodeSelector], ...] = ()
+    # KEP-5004: the claim kube-scheduler makes itself for the pod's extended resources, per node (`for_node`)
+    extended: extended.Plan | None = None
 
     @property
     def empty(self) -> bool:
-        """Nothing to decide per node: no pending claim and no allocated claim pinning the pod."""
-        return not self.claims and not self.pinned
+        """Nothing to decide per node: no pending claim, no allocated claim pinning the pod, no scheduler claim."""
+        return not self.claims and not self.pinned and self.extended is None
+
+    def for_node(self, via_dra: frozenset[str]) -> PodRequest:
+        """This request with the scheduler's claim for the resources a node serves through DRA (its own key)."""
+        if self.extended is None or not via_dra:
+            return dataclasses.replace(self, extended=None)
+        spec = self.extended.spec(via_dra)
+        claim, errors = parse_resource_claim({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                              "metadata": {"name": extended.CLAIM_NAME}, "spec": spec})
+        if claim is None or errors:  # cannot happen for what extended.py builds: a bug, named
+            raise PodError(f"the scheduler's claim for {sorted(via_dra)}: {'; '.join(str(e) for e in errors[:3])}")
+        key = hashlib.blake2b(self.key + orjson.dumps(sorted(via_dra)), digest_size=16).digest()
+        return dataclasses.replace(self, claims=(*self.claims, claim), key=key, extended=None)
 
     def pinned_elsewhere(self, node: allocator.NodeInfo) -> str | None:
         """Why an allocated claim rules ``node`` out (its allocation's node selector does not select it), or None."""
@@ -110,6 +138,12 @@ def has_claims(pod: Mapping[str, Any]) -> bool:
     """The fast path: no ``spec.resourceClaims`` means nothing to predict (no cache access)."""
     spec = pod.get("spec")
     return isinstance(spec, dict) and bool(spec.get("resourceClaims"))
+
+
+def needs_prediction(pod: Mapping[str, Any]) -> bool:
+    """The fast path: claims, or a resource name with a domain that kube-scheduler may turn into its own claim
+    (KEP-5004); a pod with neither gets equal scores without a cache access."""
+    return has_claims(pod) or extended.may_have_extended(pod)
 
 
 def check_pod(pod: Mapping[str, Any]) -> None:
@@ -214,9 +248,13 @@ def resolve(pod: Mapping[str, Any], view: ClusterView, config: ExtenderConfig,
                     parsed.clear()
                 parsed[digest] = claim
         claims.append(claim)
+    plan = view.extended_plan(pod) if extended.may_have_extended(pod) else None
+    if plan is not None:
+        key_parts.append(orjson.dumps([plan.classes, [(c.index, c.short_lived, sorted(c.requests.items(), key=str))
+                                                      for c in plan.containers]], default=str))
     key = hashlib.blake2b(orjson.dumps(key_parts, default=repr), digest_size=16).digest()
     return PodRequest(claims=tuple(claims), key=key, policy=policy, required=required, notes=tuple(notes),
-                      pinned=tuple(pinned))  # fmt: skip
+                      pinned=tuple(pinned), extended=plan)  # fmt: skip
 
 
 def _allocation_selector(name: str, allocation: object, notes: list[str]) -> NodeSelector | None:
@@ -320,7 +358,8 @@ def _simulate(state: NodeState, request: PodRequest, *, classes: Mapping[str, De
     short = _short_of_devices(state, claims)
     if short is not None:
         return score.NodeVerdict(node=state.name, score=None, devices=(), reason=short, strict=score.NO_DOMAINS)
-    outcome = allocator.allocate_on(state.pools, claims, classes=classes, allocated=state.held)
+    outcome = allocator.allocate_on(state.pools, claims, classes=classes, allocated=state.held,
+                                    features=state.features)
     if not outcome.ok:
         result = score.unfit(state.name, outcome)
     else:
@@ -374,6 +413,10 @@ def verdicts(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
     a pod shape simulates every node, and a node state rebuilt after an event is parsed anew)."""
     classes = view.classes()
     node_state = view.node_state
+    plan = pod_request.extended
+    if plan is not None:
+        yield from _extended_verdicts(pod_request, plan, names, view, config)
+        return
     key = pod_request.key
     shared = _Shared(view.verdict_groups)
     pinned = pod_request.pinned
@@ -401,3 +444,25 @@ def verdicts(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
             yield score.NodeVerdict.unpack(name, packed)
         else:
             yield node_verdict(state, pod_request, classes=classes, config=config, shared=shared)
+
+
+def _extended_verdicts(pod_request: PodRequest, plan: extended.Plan, names: Sequence[str], view: ClusterView,
+                       config: ExtenderConfig) -> Iterator[score.NodeVerdict]:
+    """KEP-5004: the scheduler's claim differs per node (a device plugin serves a resource where the node has it in
+    allocatable), so the nodes are predicted per variant of the request, each with its own verdict cache key,
+    and answered in the order asked."""
+    groups_: dict[frozenset[str], list[str]] = {}
+    for name in names:
+        groups_.setdefault(plan.via_dra(view.node_allocatable(name)), []).append(name)
+    out: dict[str, score.NodeVerdict] = {}
+    for via_dra, members in groups_.items():
+        variant = pod_request.for_node(via_dra)
+        if variant.empty:
+            for name in members:
+                out[name] = score.NodeVerdict(node=name, score=0, devices=(), strict=score.NO_DOMAINS,
+                                              reason="the device plugin serves the pod's extended resources here")
+            continue
+        for verdict in verdicts(variant, members, view, config):
+            out[verdict.node] = verdict
+    for name in names:
+        yield out[name]
