@@ -508,10 +508,27 @@ class FleetIndex:
     def snapshot(self, scope: Scope = CLUSTER, filters: Filters = Filters(), *, generated_at: str = "") -> bytes:
         """The fleet JSON for ``scope`` under ``filters``. Unfiltered nodes whose holders the viewer may all see
         are the stored fragments, joined."""
+        return self.frozen().assemble(scope, filters, generated_at=generated_at)
+
+    def frozen(self) -> Frozen:
+        """The fleet as of now, safe to assemble from another thread while events keep coming (node entries are
+        replaced, never changed, so the list holds this revision's)."""
         entries = self.nodes()
+        return Frozen(entries=tuple(entries), revision=self.revision, summary=self.fleet_summary(),
+                      kubernetes_version=self.kubernetes_version)
+
+
+@dataclass(frozen=True, slots=True)
+class Frozen:
+    entries: tuple[NodeEntry, ...]
+    revision: int
+    summary: Mapping[str, Any]
+    kubernetes_version: str | None
+
+    def assemble(self, scope: Scope = CLUSTER, filters: Filters = Filters(), *, generated_at: str = "") -> bytes:
         parts: list[bytes] = []
         summaries: list[Mapping[str, Any]] = []
-        for e in entries:
+        for e in self.entries:
             if filters.node_selector is not None and not filters.node_matches(e.labels):
                 continue
             rows = e.rows
@@ -529,8 +546,8 @@ class FleetIndex:
                 body = e.as_json(scope, rows)
                 summaries.append(body["summary"])
                 parts.append(orjson.dumps(body))
-        if filters.empty and len(summaries) == len(entries):
-            summary = self.fleet_summary()
+        if filters.empty and len(summaries) == len(self.entries):
+            summary = self.summary
         else:
             summary = add_summaries(summaries)
         head = {"apiVersion": API_VERSION, "kind": KIND, "revision": self.revision, "generatedAt": generated_at,
