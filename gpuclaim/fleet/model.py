@@ -194,6 +194,10 @@ class NodeEntry:
     drivers: tuple[str, ...]
     shown_labels: dict[str, str] = field(default_factory=dict)
 
+    def driver_summaries(self) -> dict[str, dict[str, Any]]:
+        """The summary per driver of the node (metrics label by node and driver)."""
+        return {d: summarize([r for r in self.rows if r.id.driver == d]) for d in self.drivers}
+
     def as_json(self, scope: Scope, rows: Sequence[DeviceRow] | None = None) -> dict[str, Any]:
         rows = self.rows if rows is None else rows
         summary = self.summary if rows is self.rows else summarize(rows)
@@ -367,6 +371,11 @@ class FleetIndex:
         return self._chains
 
     # ---- computation ---------------------------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """Nodes waiting to be recomputed (all known ones after a change that touches every node)."""
+        return len(self._dirty) + (len(self._nodes) if self._all_dirty else 0)
+
     def flush(self, limit: int | None = None) -> int:
         """Recompute the dirty nodes (at most ``limit`` of them); bump ``revision`` when any node's JSON changed.
         Returns how many dirty nodes are left (a background task flushes in steps, so no read waits long)."""
