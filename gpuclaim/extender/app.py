@@ -108,8 +108,7 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
     if fleet_listen is not None:
         from gpuclaim.fleet import serve as fleet_serve
 
-        app.cleanup_ctx.append(fleet_serve.attach(config, cache=cache, client=client, listen=fleet_listen,
-                                                  ssl_context=ssl_context))
+        fleet_serve.attach(app, config, cache=cache, client=client, listen=fleet_listen, ssl_context=ssl_context)
     readiness.add("cluster", view.ready)
     readiness.add("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))
 
