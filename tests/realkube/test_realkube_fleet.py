@@ -111,6 +111,7 @@ async def _ask(kube: Kube, tokens: dict[str, str], claims: dict[str, dict[str, A
         await server.close()
         await cache.stop()
         await client.close()
+        await asyncio.sleep(0.25)  # aiohttp's advice: TLS transports finish closing before the loop does
 
 
 def _allocation(kube: Kube, ns: str, pod: str) -> dict[str, Any]:
