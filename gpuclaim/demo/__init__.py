@@ -26,6 +26,7 @@ def run_demo(workdir: Path, *, keep: bool = False) -> tuple[Obj, Any]:
         running.start(fleet.objects + inventory.registrations())
         start_seconds = time.monotonic() - started
         played = asyncio.run(scenario.Scenario(running).run())
+        running.set_up_viewers()
         out: Obj = {
             "version": "1",
             "note": "an API double and a kube-scheduler double on loopback, not a real cluster",
