@@ -1,7 +1,8 @@
 """`gpuclaim extender [--config FILE] [--listen HOST:PORT] [--tls-cert F --tls-key F] [--metrics-listen HOST:PORT]
-[--kubeconfig FILE] [--client-ca FILE]`: the scheduler extender server (POST /prioritize, POST /filter, /healthz,
-/readyz; /metrics, /healthz and /readyz on the metrics port). With --client-ca (extender.clientAuth.caFile) the TLS
-handshake requires a client certificate that CA signed: kube-scheduler's extenders[].tlsConfig certFile/keyFile.
+[--kubeconfig FILE] [--client-ca FILE] [--fleet-listen HOST:PORT]`: the scheduler extender server (POST /prioritize,
+POST /filter, /healthz, /readyz; /metrics, /healthz and /readyz on the metrics port; the fleet view on the fleet port
+when one is given). With --client-ca (extender.clientAuth.caFile) the TLS handshake of the scheduler-facing port
+requires a client certificate that CA signed: kube-scheduler's extenders[].tlsConfig certFile/keyFile.
 
 It needs the cluster: an explicit kubeconfig, the in-cluster service account, or $KUBECONFIG/~/.kube/config.
 Without any of them it refuses to start (exit 2 with the reason): a scorer without a cluster view would only
@@ -27,6 +28,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client-ca", type=Path, metavar="FILE",
                         help="require callers' client certificates signed by this CA bundle (PEM), reloaded on "
                              "change: mutual TLS (default extender.clientAuth.caFile; needs TLS)")
+    parser.add_argument("--fleet-listen", metavar="HOST:PORT",
+                        help="also serve the fleet page and API there, TLS with the serving certificate "
+                             "(overrides fleet.listen; docs/fleet.md)")
 
 
 def _listen(value: str, flag: str) -> str:
@@ -47,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     ext = config.extender
     listen = _listen(args.listen or ext.listen, "--listen")
     metrics_listen = _listen(args.metrics_listen or ext.metrics_listen, "--metrics-listen")
+    fleet_text = args.fleet_listen or config.fleet.listen
+    fleet_listen = _listen(fleet_text, "--fleet-listen") if fleet_text else None
     cert = args.tls_cert or (Path(ext.tls.cert_file) if ext.tls.cert_file else None)
     key = args.tls_key or (Path(ext.tls.key_file) if ext.tls.key_file else None)
     if (cert is None) != (key is None):
@@ -66,8 +72,15 @@ def run(args: argparse.Namespace) -> int:
     if args.client_ca is not None:
         config = dataclasses.replace(config, extender=dataclasses.replace(
             ext, client_auth=dataclasses.replace(ext.client_auth, ca_file=str(args.client_ca))))
+    fleet_reloader = None
+    if fleet_listen is not None and cert is not None and key is not None:
+        # the fleet port's own context over the same files: never the client-certificate check of the main port,
+        # browsers have no client certificate
+        fleet_reloader = files.reloading_server_context(cert_file=cert, key_file=key, min_version=ext.tls.min_version,
+                                                        interval=config.certs.reload_interval_seconds)
     try:
-        application = app.create_app(config, api=api, reloader=reloader)
+        application = app.create_app(config, api=api, reloader=reloader, fleet_listen=fleet_listen,
+                                     fleet_reloader=fleet_reloader)
     except ValueError as exc:  # extender.clientAuth without TLS, or an unusable client CA
         raise UsageError(f"--client-ca: {exc}") from None
     try:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +42,13 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 
 def create_app(config: Config, *, api: Any = None, view: ClusterView | None = None,
                registry: CollectorRegistry | None = None, readiness: Readiness | None = None,
-               reloader: CertReloader | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+               reloader: CertReloader | None = None, max_body_bytes: int = MAX_BODY_BYTES,
+               fleet_listen: str | None = None, fleet_reloader: CertReloader | None = None) -> web.Application:
     """The extender app. `api`: a kube ApiConfig to watch the cluster with (the app starts and stops the cache and
-    the warm-up task); else `view` is the cluster view to answer from. `reloader`: the serving certificate's."""
+    the warm-up task); else `view` is the cluster view to answer from. `reloader`: the serving certificate's.
+    `fleet_listen`: also serve the fleet view (gpuclaim/fleet/api.py) there, from the same cache (needs `api`), with
+    `fleet_reloader`'s context: the serving certificate in a context of its own, because browsers have no client
+    certificate while the scheduler-facing port may require one."""
     if (api is None) == (view is None):
         raise ValueError("create_app: give exactly one of api (watch the cluster) or view (a ready view)")
     app = web.Application(client_max_size=max_body_bytes)
@@ -58,7 +63,10 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     readiness = readiness or Readiness()
     app[keys.MIXED] = None
     if api is not None:
-        view = _watch_cluster(app, config, api, registry, readiness)
+        view = _watch_cluster(app, config, api, registry, readiness, fleet_listen=fleet_listen,
+                              ssl_context=fleet_reloader.context if fleet_reloader is not None else None)
+        if fleet_reloader is not None:
+            app.cleanup_ctx.append(fleet_reloader.cleanup_ctx)
     assert view is not None
     if reloader is not None:
         readiness.add("certificate", lambda: (reloader.loaded, "loaded" if reloader.loaded else "not loaded"))
@@ -80,7 +88,8 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
 
 
 def _watch_cluster(app: web.Application, config: Config, api: Any, registry: CollectorRegistry,
-                   readiness: Readiness) -> ClusterView:
+                   readiness: Readiness, *, fleet_listen: str | None = None,
+                   ssl_context: ssl.SSLContext | None = None) -> ClusterView:
     """The live view over a cluster cache; the cache and the warm-up run while the app runs."""
     from gpuclaim.kube.cache import ClusterCache  # the kubernetes client costs import time: only with a cluster
     from gpuclaim.kube.client import KubeClient
@@ -100,6 +109,10 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
 
     app[keys.MIXED] = MixedNodes(cache, config.conversion, policy=config.mixed_nodes)
     app[keys.MIXED].register(registry)
+    if fleet_listen is not None:
+        from gpuclaim.fleet import serve as fleet_serve
+
+        fleet_serve.attach(app, config, cache=cache, client=client, listen=fleet_listen, ssl_context=ssl_context)
     readiness.add("cluster", view.ready)
     readiness.add("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))
 

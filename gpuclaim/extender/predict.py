@@ -32,10 +32,10 @@ from gpuclaim.dra.api._read import Reader
 from gpuclaim.dra.api.nodeselector import parse_node_selector
 from gpuclaim.dra.config import ExtenderConfig
 from gpuclaim.dra.fieldpath import Path
+from gpuclaim.dra.topology import NVLINK, NodeTopology
 
 from . import extended, groups, score
 from . import fragmentation as frag
-from .topology import NVLINK, NodeTopology
 
 _MAX_VERDICTS_PER_NODE = 64
 _UNKNOWN_NODE = "no ResourceSlice or Node known for this node"
