@@ -77,7 +77,7 @@ async def test_prioritize_ranks_the_node_with_a_free_pair_first(aiohttp_client: 
     assert registry.get_sample_value("gpuclaim_extender_node_scores_total", {"score": "unfit"}) == 1
 
 
-async def test_a_pod_without_claims_gets_equal_scores_fast_without_reading_the_view(aiohttp_client: Any) -> None:
+async def test_a_pod_without_claims_gets_equal_scores_without_reading_the_view(aiohttp_client: Any) -> None:
     registry = CollectorRegistry()
     client = await _client(aiohttp_client, Untouchable(), registry)
     names = [f"node-{i}" for i in range(500)]
@@ -85,9 +85,9 @@ async def test_a_pod_without_claims_gets_equal_scores_fast_without_reading_the_v
     resp = await client.post("/prioritize", data=body)
     assert [e["Score"] for e in await resp.json()] == [0] * 500
     assert registry.get_sample_value("gpuclaim_extender_pods_total", {"claims": "without"}) == 1
-    total = registry.get_sample_value("gpuclaim_extender_request_duration_seconds_sum", {"verb": "prioritize"})
-    # handler time; the target is < 1 ms and the bench measures it: this only catches a path that does real work
-    assert total is not None and total < 0.05
+    # Untouchable raises on any read of the view: a pod without claims is answered without one. How fast is the
+    # bench's question (`p99_ms_no_claims`), not a timed test's: a 50 ms limit here failed at load average 15.
+    assert registry.get_sample_value("gpuclaim_extender_request_duration_seconds_count", {"verb": "prioritize"}) == 1
 
 
 async def test_the_fixture_request_is_answered_for_both_node_forms(aiohttp_client: Any) -> None:
