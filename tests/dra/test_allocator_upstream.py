@@ -22,7 +22,7 @@ CASES = ac.load_cases()
 def _run(case: dict[str, Any]) -> str | None:
     slices, classes, claims = ac.parsed(case)
     outcome = allocate(ac.node(case), claims, slices=slices, classes=classes, allocated=ac.allocated(case),
-                       features=ac.features(case))  # fmt: skip
+                       features=ac.features(case), shared=ac.shared(case))  # fmt: skip
     return ac.compare(case, outcome)
 
 

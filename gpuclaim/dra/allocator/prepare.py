@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gpuclaim.dra.api import DeviceClass, ExactRequest, ResourceClaim, Selector
+from gpuclaim.dra.quantity import Quantity
 
+from .capacity import NO_SHARES, CapacityError, QuantityError, SharedUsage, fits, parse_requests
 from .model import Features
 from .pools import MATCH_CACHE_KEYS, Candidate, NodePools
 
@@ -64,6 +66,30 @@ class MatchAttribute:
         self.count -= 1
 
 
+class DistinctAttribute:
+    """distinctAttribute: every device of the requests it covers carries the attribute, each with a value no
+    other of them has (values of different types never clash; versions compare as their exact strings)."""
+
+    __slots__ = ("name", "values")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.values: list[Any] = []
+
+    def add(self, candidate: Candidate) -> bool:
+        value = candidate.device.attributes.get(self.name)
+        if value is None:
+            return False
+        key = (type(value), str(value) if type(value) is _SEMVER else value)
+        if any((type(v), str(v) if type(v) is _SEMVER else v) == key for v in self.values):
+            return False
+        self.values.append(value)
+        return True
+
+    def remove(self) -> None:
+        self.values.pop()
+
+
 def _semver_type() -> type:
     from gpuclaim.dra.semver import Semver
 
@@ -85,8 +111,9 @@ class Alternative:
     klass: DeviceClass
     count: int
     all_devices: list[int] | None  # candidate indices for allocationMode All
-    constraints: tuple[MatchAttribute, ...] = ()
+    constraints: tuple[MatchAttribute | DistinctAttribute, ...] = ()
     admin: bool = False
+    capacity: dict[str, Quantity] | None = None  # capacity.requests (DRAConsumableCapacity)
     order: tuple[int, ...] | None = None  # selected candidates (see Preparer.order); None: evaluate lazily
     class_outcomes: list[Any] | None = None  # per candidate, shared through NodePools.match_cache
     request_outcomes: list[Any] | None = None
@@ -105,8 +132,10 @@ class Preparer:
     """Holds what selector evaluation needs: the compiler and the CEL error types."""
 
     def __init__(self, *, pools: NodePools, classes: Mapping[str, DeviceClass], features: Features,
-                 compiler: Compiler, errors: tuple[type[Exception], type[Exception]]) -> None:
+                 compiler: Compiler, errors: tuple[type[Exception], type[Exception]],
+                 shared: SharedUsage = NO_SHARES) -> None:
         self.pools = pools
+        self.shared = shared
         self.classes = classes
         self.features = features
         self.compiler = compiler
@@ -133,15 +162,13 @@ class Preparer:
                         "feature is disabled"
                     )
                 for exact in request.alternatives:
-                    if exact.capacity is not None and not self.features.consumable_capacity:
+                    if exact.capacity is not None and not self.features.consumable_capacity and \
+                            self.features.capacity_code:
                         what = f"subrequest {exact.name}" if subs else f"request {request.name}"
                         raise AllocationError(
                             f"claim {ref}, {what}: has capacity requests, but the DRAConsumableCapacity feature "
                             "is disabled"
                         )
-                    if exact.capacity is not None:
-                        raise AllocationError(f"claim {ref}, request {exact.name}: capacity requests "
-                                              "(DRAConsumableCapacity) are not simulated")  # fmt: skip
                 alternatives = [self._alternative(index, ref, request.name, exact, bool(subs), (index, r, k))
                                 for k, exact in enumerate(request.alternatives)]  # fmt: skip
                 requests.append(alternatives)
@@ -157,15 +184,13 @@ class Preparer:
                     f"claim {ref}: number of requested devices {minimum} exceeds the claim limit of "
                     f"{MAX_DEVICES_PER_CLAIM}"
                 )
-            constraints: list[tuple[frozenset[str], MatchAttribute]] = []
+            constraints: list[tuple[frozenset[str], MatchAttribute | DistinctAttribute]] = []
             for i, constraint in enumerate(spec.constraints):
                 if constraint.match_attribute:
                     constraints.append((frozenset(constraint.requests), MatchAttribute(constraint.match_attribute)))
-                elif constraint.distinct_attribute:
-                    raise AllocationError(
-                        f"claim {ref}, constraint #{i}: distinctAttribute (alpha DRAConsumableCapacity) is not "
-                        "simulated"
-                    )
+                elif constraint.distinct_attribute and self.features.capacity_code:
+                    constraints.append((frozenset(constraint.requests),
+                                        DistinctAttribute(constraint.distinct_attribute)))
                 else:
                     raise AllocationError(
                         f"claim {ref}, constraint #{i}: empty constraint (unsupported constraint type?)"
@@ -204,6 +229,11 @@ class Preparer:
             count=exact.count, all_devices=None, admin=exact.admin_access,
             class_compiled=[None] * len(klass.selectors), request_compiled=[None] * len(exact.selectors),
         )  # fmt: skip
+        if exact.capacity is not None and self.features.consumable_capacity:
+            try:
+                alt.capacity = parse_requests(exact.capacity)
+            except QuantityError as err:
+                raise AllocationError(f"claim {ref}, request {name}: capacity.requests: {err}") from err
         if exact.allocation_mode == "ExactCount":
             if self.pools.invalid_skipped or not self.pools.any_invalid:
                 alt.order = self.order(alt)
@@ -229,10 +259,26 @@ class Preparer:
                     f"claim {ref}, request {name}: asks for all devices, but resource pool {pool.id} is currently "
                     "invalid"
                 )
-            chosen.extend(i for i in range(start, end) if self.keyed(alt, i, prep_key))
+            for i in range(start, end):
+                if self.keyed(alt, i, prep_key) and (not self.features.consumable_capacity or
+                                                     self._static_fit(ref, alt, i)):  # fmt: skip
+                    chosen.append(i)
         alt.all_devices = chosen
         alt.count = len(chosen)
         return alt
+
+    def _static_fit(self, ref: str, alt: Alternative, index: int) -> bool:
+        """Whether an "All" request's device has the capacity: 0.37 against its capacities alone (what is free is
+        checked as it is taken, so a device short of it makes "All" fail), an error aborting; before, against what
+        shares of other claims hold, an error skipping the device."""
+        candidate = self.pools.candidates[index]
+        if self.features.capacity_errors_abort:
+            try:
+                return fits(alt.capacity, candidate.device, None, None, True)
+            except CapacityError as err:
+                raise AllocationError(f"claim {ref}, request {alt.request.name}: checking capacity for device "
+                                      f"{candidate.device.name}: {err}") from err  # fmt: skip
+        return fits(alt.capacity, candidate.device, self.shared.consumed.get(candidate.id), None, False)
 
     def selectable(self, alt: Alternative, index: int) -> bool:
         """Class selectors, then request selectors, stopping at the first false; a runtime error aborts. A device
