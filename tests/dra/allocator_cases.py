@@ -24,10 +24,8 @@ FEATURE_FLAGS = {
     "PartitionableDevices": "partitionable_devices",
     "DeviceTaints": "device_taints",
     "DeviceStatus": "device_status",
+    "DeviceBinding": "device_binding",
     "ConsumableCapacity": "consumable_capacity",
-}
-UNSIMULATED = {
-    "DeviceBinding": "alpha DRADeviceBindingConditions is not simulated (the model keeps no binding conditions)",
 }
 # Cases the object model cannot express: the apiserver refuses these objects, so the allocator never sees them.
 NOT_REPRESENTABLE = {
@@ -44,9 +42,6 @@ def load_cases() -> list[dict[str, Any]]:
 def skip_reason(case: dict[str, Any]) -> str | None:
     if case["name"] in NOT_REPRESENTABLE:
         return NOT_REPRESENTABLE[case["name"]]
-    for feature in case["requiredFeatures"]:
-        if feature in UNSIMULATED:
-            return UNSIMULATED[feature]
     return None
 
 

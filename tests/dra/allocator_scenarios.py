@@ -96,6 +96,8 @@ def devices(draw: st.DrawFn, driver: str, prefix: str) -> list[dict[str, Any]]:
         if rare(draw, 6):
             device["bindingConditions"] = ["IsPrepared"]
             device["bindingFailureConditions"] = ["BindingFailed"]
+            if draw(st.booleans()):
+                device["bindsToNode"] = True
         out.append(device)
     return out
 

@@ -115,6 +115,14 @@ class Features:
         return "DRAConsumableCapacity" in dict(facts.ALLOCATORS[self.minor])[self.implementation]
 
     @property
+    def binding_code(self) -> bool:
+        """The implementation that runs knows binding conditions: a device with ``bindsToNode`` pins the allocation
+        to the node (createNodeSelector, D37/…/incubating/allocator_incubating.go:1751); 0.35's incubating and
+        every stable implementation ignore the field."""
+        supported = dict(facts.ALLOCATORS[self.minor])[self.implementation]
+        return facts.BINDING_AND_STATUS in supported or "DRADeviceBindingConditions" in supported
+
+    @property
     def capacity_errors_abort(self) -> bool:
         """0.37: a capacity request that cannot be represented (or a negative amount) aborts the allocation, and
         an "All" request checks its devices' capacities alone (D37/…/incubating/allocator_incubating.go:590-605,

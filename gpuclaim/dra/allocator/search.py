@@ -324,13 +324,14 @@ def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
 
 
 def _node_selector(picks: list[tuple[Alternative, Candidate, dict[str, Quantity] | None]],
-                   node_name: str) -> NodeSelector | None:  # fmt: skip
-    """upstream createNodeSelector: a node-local device pins the node; else merge the slices' single terms."""
+                   node_name: str, features: Features) -> NodeSelector | None:  # fmt: skip
+    """upstream createNodeSelector: a node-local device (or one that binds to its node) pins the node; else merge
+    the slices' single terms."""
     fields: list[NodeSelectorRequirement] = []
     expressions: list[NodeSelectorRequirement] = []
     for _, candidate, _ in picks:
         name, selector = device_node_binding(candidate)
-        if name is not None:
+        if name is not None or (candidate.device.binds_to_node and features.binding_code):
             pin = NodeSelectorRequirement(key="metadata.name", operator="In", values=(node_name,))
             return NodeSelector(terms=(NodeSelectorTerm(match_fields=(pin,)),))
         if selector is not None and len(selector.terms) == 1:
@@ -412,7 +413,7 @@ def allocate_on(
                             consumed_capacity=consumed or None)
             for k, (alt, cand, consumed) in enumerate(picks)
         )  # fmt: skip
-        out.append(ClaimAllocation(results=results, node_selector=_node_selector(picks, pools.node.name)))
+        out.append(ClaimAllocation(results=results, node_selector=_node_selector(picks, pools.node.name, features)))
     return AllocationOutcome(status="allocated", claims=tuple(out), steps=search.steps)
 
 

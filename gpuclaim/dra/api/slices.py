@@ -84,6 +84,7 @@ class Device:
     # bindingConditions (alpha DRADeviceBindingConditions): with the gate off (1.34's default) the allocator
     # never selects such a device (allocator_experimental.go:1089, isSelectable)
     binding_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False  # an allocation of this device is pinned to the node it was made for
     # every capacity with its request policy, names as written (DRAConsumableCapacity's arithmetic)
     consumable: tuple[DeviceCapacity, ...] = ()
 
@@ -309,7 +310,8 @@ def _parse_device_extras(raw: Mapping[str, Any], i: int, per_device: bool, r: Re
     dpath = _SPEC.child("devices").index(i)
     extras: dict[str, Any] = {}
     # binding conditions (alpha DRADeviceBindingConditions): kept, they make the device unusable with the gate off
-    r.boolean(raw, "bindsToNode", dpath)
+    if r.boolean(raw, "bindsToNode", dpath):
+        extras["binds_to_node"] = True
     binding_conditions = r.strings(raw, "bindingConditions", dpath, limit=names.BINDING_CONDITIONS_MAX_SIZE)
     if binding_conditions:
         extras["binding_conditions"] = binding_conditions
