@@ -164,7 +164,9 @@ class Preparer:
                 for exact in request.alternatives:
                     if exact.capacity is not None and not self.features.consumable_capacity and \
                             self.features.capacity_code:
-                        what = f"subrequest {exact.name}" if subs else f"request {request.name}"
+                        # 0.34 names the request, 0.35+ the subrequest (allocator_incubating.go:222-233)
+                        sub = subs and self.features.minor >= 35
+                        what = f"subrequest {exact.name}" if sub else f"request {request.name}"
                         raise AllocationError(
                             f"claim {ref}, {what}: has capacity requests, but the DRAConsumableCapacity feature "
                             "is disabled"
