@@ -50,7 +50,7 @@ class MatchAttribute:
         self.value: Any = None
         self.kind: type | None = None
 
-    def add(self, candidate: Candidate) -> bool:
+    def add(self, candidate: Candidate, base: str = "") -> bool:
         value = candidate.device.attributes.get(self.name)
         if value is None:
             return False
@@ -62,32 +62,50 @@ class MatchAttribute:
         self.count += 1
         return True
 
-    def remove(self) -> None:
+    def remove(self, base: str = "") -> None:
         self.count -= 1
 
 
 class DistinctAttribute:
     """distinctAttribute: every device of the requests it covers carries the attribute, each with a value no
-    other of them has (values of different types never clash; versions compare as their exact strings)."""
+    other of them has (values of different types never clash; versions compare as their exact strings).
 
-    __slots__ = ("name", "values")
+    As each library version does it (``constraint.go``): 0.37 keeps every added value. 0.35 and 0.36 keep one
+    value per request (the request's last device: a third device of one request is compared with the second only),
+    and removing a device forgets its request's value. 0.34 does the same but compares attribute pointers, so only
+    the same device twice (a shared device) clashes."""
 
-    def __init__(self, name: str) -> None:
+    __slots__ = ("count", "keyed", "name", "same_device", "values")
+
+    def __init__(self, name: str, minor: int) -> None:
         self.name = name
-        self.values: list[Any] = []
+        self.keyed = minor <= 36
+        self.same_device = minor == 34
+        self.values: list[tuple[str, Any]] = []  # (request, value or device id)
+        self.count = 0
 
-    def add(self, candidate: Candidate) -> bool:
+    def add(self, candidate: Candidate, base: str = "") -> bool:
         value = candidate.device.attributes.get(self.name)
         if value is None:
             return False
-        key = (type(value), str(value) if type(value) is _SEMVER else value)
-        if any((type(v), str(v) if type(v) is _SEMVER else v) == key for v in self.values):
+        key: Any = candidate.id if self.same_device else (type(value), str(value) if type(value) is _SEMVER else value)
+        if not self.keyed:
+            if any(v == key for _, v in self.values):
+                return False
+            self.values.append((base, key))
+            return True
+        if self.count and any(v == key for _, v in self.values):
             return False
-        self.values.append(value)
+        self.values = [(r, v) for r, v in self.values if r != base] + [(base, key)]
+        self.count += 1
         return True
 
-    def remove(self) -> None:
-        self.values.pop()
+    def remove(self, base: str = "") -> None:
+        if not self.keyed:
+            self.values.pop()
+            return
+        self.values = [(r, v) for r, v in self.values if r != base]
+        self.count -= 1
 
 
 def _semver_type() -> type:
@@ -192,7 +210,7 @@ class Preparer:
                     constraints.append((frozenset(constraint.requests), MatchAttribute(constraint.match_attribute)))
                 elif constraint.distinct_attribute and self.features.capacity_code:
                     constraints.append((frozenset(constraint.requests),
-                                        DistinctAttribute(constraint.distinct_attribute)))
+                                        DistinctAttribute(constraint.distinct_attribute, self.features.minor)))
                 else:
                     raise AllocationError(
                         f"claim {ref}, constraint #{i}: empty constraint (unsupported constraint type?)"

@@ -202,9 +202,9 @@ class _Search:
                 self._release_counters(candidate)
             return False
         for added, constraint in enumerate(alt.constraints):
-            if not constraint.add(candidate):
+            if not constraint.add(candidate, alt.base):
                 for undo in alt.constraints[:added]:
-                    undo.remove()
+                    undo.remove(alt.base)
                 if counted:
                     self._release_counters(candidate)
                 if must:
@@ -223,7 +223,7 @@ class _Search:
                 recheck = devices[d] if d < len(devices) else None
             if recheck is None or not self._capacity_fits(c, alt, candidate, recheck):
                 for constraint in alt.constraints:
-                    constraint.remove()
+                    constraint.remove(alt.base)
                 if counted:
                     self._release_counters(candidate)
                 return False
@@ -250,7 +250,7 @@ class _Search:
         else:
             self.allocating[candidate.id].discard(c)
         for constraint in alt.constraints:
-            constraint.remove()
+            constraint.remove(alt.base)
         if counted:
             self._release_counters(candidate)
 
