@@ -7,11 +7,13 @@ in production.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from gpuclaim.dra import api
-from gpuclaim.dra.allocator import AllocationOutcome, Features, NodeInfo
+from gpuclaim.dra.allocator import AllocationOutcome, Features, NodeInfo, SharedUsage, shared_usage
+from gpuclaim.dra.quantity import parse_quantity
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CASES_FILE = FIXTURES / "allocator" / "upstream-allocator-cases.jsonl"
@@ -22,10 +24,8 @@ FEATURE_FLAGS = {
     "PartitionableDevices": "partitionable_devices",
     "DeviceTaints": "device_taints",
     "DeviceStatus": "device_status",
-}
-UNSIMULATED = {
-    "ConsumableCapacity": "alpha DRAConsumableCapacity (shared devices, capacity requests) is not simulated",
-    "DeviceBinding": "alpha DRADeviceBindingConditions is not simulated (the model keeps no binding conditions)",
+    "DeviceBinding": "device_binding",
+    "ConsumableCapacity": "consumable_capacity",
 }
 # Cases the object model cannot express: the apiserver refuses these objects, so the allocator never sees them.
 NOT_REPRESENTABLE = {
@@ -42,9 +42,6 @@ def load_cases() -> list[dict[str, Any]]:
 def skip_reason(case: dict[str, Any]) -> str | None:
     if case["name"] in NOT_REPRESENTABLE:
         return NOT_REPRESENTABLE[case["name"]]
-    for feature in case["requiredFeatures"]:
-        if feature in UNSIMULATED:
-            return UNSIMULATED[feature]
     return None
 
 
@@ -145,6 +142,40 @@ def allocated(case: dict[str, Any]) -> set[api.DeviceID]:
     return {api.DeviceID(*text.split("/")) for text in case["allocatedDevices"]}
 
 
+def allocated_capacity(case: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The case's ``allocatedCapacity`` (upstream's AggregatedCapacity, dumped with Go's %v:
+    ``map[driver/pool/device:map[name:quantity ...] ...]``) as device -> capacity name -> quantity."""
+    text = case.get("allocatedCapacity") or "map[]"
+    out: dict[str, dict[str, str]] = {}
+    for device, inner in re.findall(r"([^\s\[\]:]+/[^\s\[\]:]+/[^\s\[\]:]+):map\[([^\]]*)\]", text):
+        out[device] = dict(item.rsplit(":", 1) for item in inner.split())
+    return out
+
+
+def allocated_claims(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """One allocated claim per device with capacity held by shares, its share consuming that capacity: what the
+    scheduler's tracker turns into ``AggregatedCapacity``."""
+    out = []
+    for k, (device, consumed) in enumerate(sorted(allocated_capacity(case).items())):
+        driver, pool, name = device.split("/")
+        share = {"request": "req", "driver": driver, "pool": pool, "device": name,
+                 "shareID": f"00000000-0000-4000-8000-{k:012d}", "consumedCapacity": consumed}
+        out.append({"apiVersion": api.API_VERSION, "kind": "ResourceClaim",
+                    "metadata": {"name": f"holder-{k}", "namespace": "default"},
+                    "spec": {"devices": {"requests": [{"name": "req", "exactly": {"deviceClassName": "any"}}]}},
+                    "status": {"allocation": {"devices": {"results": [share]}}}})  # fmt: skip
+    return out
+
+
+def shared(case: dict[str, Any]) -> SharedUsage:
+    claims = []
+    for raw in allocated_claims(case):
+        claim, _ = api.parse_resource_claim(raw)
+        assert claim is not None, raw
+        claims.append(claim)
+    return shared_usage(claims)
+
+
 def key_phrase(message: str) -> str:
     """What our error must contain: upstream's first line, cut where wording comes from elsewhere (the CEL
     library's compile diagnostics, the fake class lister of the upstream test)."""
@@ -159,14 +190,17 @@ def key_phrase(message: str) -> str:
     return first
 
 
-def per_request(results: list[dict[str, Any]]) -> list[dict[str, list[tuple[str, str, str, bool]]]]:
-    """Per claim: request -> sorted devices (upstream's pool order is a Go map's, so order is not compared)."""
+def per_request(results: list[dict[str, Any]]) -> list[dict[str, list[tuple[Any, ...]]]]:
+    """Per claim: request -> sorted devices (upstream's pool order is a Go map's, so order is not compared), with
+    whether each is a share and what it consumes (by value)."""
     out = []
     for claim in results:
-        by_request: dict[str, list[tuple[str, str, str, bool]]] = {}
+        by_request: dict[str, list[tuple[Any, ...]]] = {}
         for d in claim["devices"]:
+            consumed = tuple(sorted((k, str(parse_quantity(str(v)).value))
+                                    for k, v in (d.get("consumedCapacity") or {}).items()))  # fmt: skip
             by_request.setdefault(d["request"], []).append(
-                (d["driver"], d["pool"], d["device"], bool(d.get("adminAccess", False)))
+                (d["driver"], d["pool"], d["device"], bool(d.get("adminAccess", False)), "shareID" in d, consumed)
             )
         out.append({k: sorted(v) for k, v in by_request.items()})
     return out

@@ -22,7 +22,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuclaim.dra import api, versions
-from gpuclaim.dra.allocator import AllocationOutcome, Features, NodeInfo, allocate, features_for
+from gpuclaim.dra.allocator import (
+    NO_SHARES,
+    AllocationOutcome,
+    Features,
+    NodeInfo,
+    allocate,
+    allocated_devices,
+    features_for,
+    shared_usage,
+)
+from gpuclaim.dra.quantity import parse_quantity
 
 FEATURE_NAMES = {
     "adminAccess": ("admin_access",), "prioritizedList": ("prioritized_list",), "deviceStatus": ("device_status",),
@@ -79,11 +89,19 @@ def run_gpuclaim(scenario: Mapping[str, Any], version: str = "1.34") -> Allocati
         claim, errors = api.parse_resource_claim(obj)
         assert claim is not None and not (strict and errors), (obj, errors)
         claims.append(claim)
+    holders = []
+    for obj in scenario.get("allocatedClaims") or ():
+        claim, errors = api.parse_resource_claim(obj)
+        assert claim is not None and not (strict and errors), (obj, errors)
+        holders.append(claim)
     raw_node = scenario.get("node") or {}
     node = NodeInfo(raw_node.get("name", ""), dict(raw_node.get("labels") or {}))
+    wanted = features(scenario, version)
     held = {api.DeviceID(*text.split("/")) for text in scenario.get("allocatedDevices") or ()}
-    return allocate(node, claims, slices=slices, classes=classes, allocated=held,
-                    features=features(scenario, version))
+    # as the scheduler's tracker: with ConsumableCapacity, results with a shareID are shares, not dedicated devices
+    held |= allocated_devices(holders, shares_apart=wanted.consumable_capacity)
+    shared = shared_usage(holders) if wanted.consumable_capacity else NO_SHARES
+    return allocate(node, claims, slices=slices, classes=classes, allocated=held, features=wanted, shared=shared)
 
 
 def canonical_upstream(outcome: Mapping[str, Any]) -> Canonical:
@@ -91,10 +109,7 @@ def canonical_upstream(outcome: Mapping[str, Any]) -> Canonical:
     if status == "allocated":
         claims = []
         for result in outcome.get("results") or []:
-            devices = tuple(
-                (d["request"], d["driver"], d["pool"], d["device"], bool(d.get("adminAccess") or False))
-                for d in (result.get("devices") or {}).get("results") or []
-            )
+            devices = tuple(_device_key(d) for d in (result.get("devices") or {}).get("results") or [])
             claims.append((devices, _selector_key(result.get("nodeSelector"))))
         return ("allocated", tuple(claims))
     if status == "error":
@@ -109,8 +124,7 @@ def canonical_gpuclaim(outcome: AllocationOutcome) -> Canonical:
         claims = []
         for claim in outcome.claims:
             raw = claim.to_dict()
-            devices = tuple((d["request"], d["driver"], d["pool"], d["device"], bool(d.get("adminAccess", False)))
-                            for d in raw["devices"]["results"])  # fmt: skip
+            devices = tuple(_device_key(d) for d in raw["devices"]["results"])
             claims.append((devices, _selector_key(raw.get("nodeSelector"))))
         return ("allocated", tuple(claims))
     if outcome.status == "error":
@@ -118,6 +132,15 @@ def canonical_gpuclaim(outcome: AllocationOutcome) -> Canonical:
     if outcome.status == "budget":
         return ("gave-up", None)
     return (outcome.status, None)
+
+
+def _device_key(d: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A result as compared: whether it is a share (upstream's shareID is a random UUID, so only its presence
+    counts) and what it consumes, by value."""
+    consumed = tuple(sorted((name, str(parse_quantity(str(q)).value))
+                            for name, q in (d.get("consumedCapacity") or {}).items()))  # fmt: skip
+    return (d["request"], d["driver"], d["pool"], d["device"], bool(d.get("adminAccess") or False),
+            d.get("shareID") is not None, consumed)  # fmt: skip
 
 
 def _selector_key(selector: Mapping[str, Any] | None) -> str | None:
@@ -218,6 +241,7 @@ def scenario_from_case(case: Mapping[str, Any], version: str = "1.34") -> dict[s
         "slices": slices,
         "classes": [ac.class_object(raw) for raw in case["classes"]],
         "allocatedDevices": list(case["allocatedDevices"]),
+        "allocatedClaims": ac.allocated_claims(case),
         "claims": [ac.claim_object(raw) for raw in case["claims"]],
         "lenient": True,
     }

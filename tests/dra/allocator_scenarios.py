@@ -7,8 +7,11 @@ names (an invalid pool), slices on a node / on all nodes / by node selector (In,
 Gt, Lt on labels whose values Go's strconv.ParseInt may refuse, matchFields on metadata.name), devices with and
 without attributes and capacity (so selectors hit runtime errors), devices with bindingConditions, classes and
 requests with CEL selectors over attributes and capacity, ExactCount and All, firstAvailable, adminAccess,
-matchAttribute (per request list or claim-wide, attributes of one driver or shared across drivers), devices
-already allocated, and the scheduler's feature set or a random one.
+matchAttribute and distinctAttribute (per request list or claim-wide, attributes of one driver or shared across
+drivers), devices already allocated, shared devices (allowMultipleAllocations, capacities with request policies:
+stepped ranges, discrete values, defaults) with capacity requests (some naming a capacity the device lacks) and
+shares other claims already hold (allocatedClaims with shareID and consumedCapacity), and the scheduler's feature
+set or a random one.
 
 Slices are listed with pools sorted by (driver, pool) — see allocator_oracle for why.
 """
@@ -53,8 +56,9 @@ CLASSES = (
 CLASS_DRIVER = {"gpu": GPU, "nic": NIC, "any": GPU, "big": GPU}
 MATCH_ATTRIBUTES = (f"{GPU}/numa", f"{GPU}/model", f"{GPU}/fast", SHARED, f"{NIC}/model")
 FEATURE_KEYS = ("adminAccess", "prioritizedList", "deviceStatus", "deviceTaints", "partitionableDevices")
-# from 0.35 on (structured.Features): DeviceBinding and DeviceStatus are one flag; ConsumableCapacity is accepted
-# (no scenario shares a device), so random sets also reach 0.35's experimental and 0.36+'s incubating code
+# from 0.35 on (structured.Features): DeviceBinding and DeviceStatus are one flag; with ConsumableCapacity random
+# sets also reach 0.35's experimental and 0.36+'s incubating code, and without it the implementations that ignore
+# capacity requests and refuse distinctAttribute
 FEATURE_KEYS_35 = ("adminAccess", "prioritizedList", "deviceBindingAndStatus", "deviceTaints", "partitionableDevices",
                    "consumableCapacity")
 
@@ -78,7 +82,10 @@ def devices(draw: st.DrawFn, driver: str, prefix: str) -> list[dict[str, Any]]:
                 attrs["numa"] = {"int": draw(st.integers(0, 1))}
             if not rare(draw, 40):
                 attrs["fast"] = {"bool": draw(st.booleans())}
-            if not rare(draw, 20):
+            if rare(draw, 25):
+                device["allowMultipleAllocations"] = True  # a shared device (DRAConsumableCapacity)
+                device["capacity"] = draw(shared_capacity())
+            elif not rare(draw, 20):
                 device["capacity"] = {"memory": {"value": draw(st.sampled_from(["16Gi", "40Gi", "80Gi"]))}}
         elif not rare(draw, 20):
             attrs["model"] = {"string": draw(st.sampled_from(["cx7", "cx6"]))}
@@ -89,7 +96,37 @@ def devices(draw: st.DrawFn, driver: str, prefix: str) -> list[dict[str, Any]]:
         if rare(draw, 6):
             device["bindingConditions"] = ["IsPrepared"]
             device["bindingFailureConditions"] = ["BindingFailed"]
+            if draw(st.booleans()):
+                device["bindsToNode"] = True
         out.append(device)
+    return out
+
+
+# request policies of a shared device's memory: a stepped range, discrete values, or none; defaults valid under them
+MEMORY_POLICIES: tuple[dict[str, Any] | None, ...] = (
+    None,
+    {"default": "10Gi", "validRange": {"min": "10Gi", "max": "80Gi", "step": "10Gi"}},
+    {"validRange": {"min": "5Gi"}},
+    {"default": "20Gi", "validValues": ["10Gi", "20Gi", "40Gi"]},
+    {"default": "16Gi"},
+)
+CAPACITY_REQUESTS = ("1Gi", "5Gi", "10Gi", "15Gi", "25Gi", "40Gi", "100Gi", "1")
+
+
+@st.composite
+def shared_capacity(draw: st.DrawFn) -> dict[str, Any]:
+    """Capacities of a device that allows multiple allocations: memory (maybe with a request policy), maybe cores
+    (steps of 1 from 1, default 1), or none at all."""
+    if rare(draw, 10):
+        return {}
+    memory: dict[str, Any] = {"value": draw(st.sampled_from(["40Gi", "80Gi"]))}
+    policy = draw(st.sampled_from(MEMORY_POLICIES))
+    if policy is not None:
+        memory["requestPolicy"] = policy
+    out = {"memory": memory}
+    if rare(draw, 40):
+        out["cores"] = {"value": draw(st.sampled_from(["2", "8"])),
+                        "requestPolicy": {"default": "1", "validRange": {"min": "1", "step": "1"}}}  # fmt: skip
     return out
 
 
@@ -157,6 +194,10 @@ def exact_request(draw: st.DrawFn, sub: bool) -> dict[str, Any]:
         body["selectors"] = [{"cel": {"expression": draw(st.sampled_from(SELECTORS[CLASS_DRIVER[klass]]))}}]
     if not sub and rare(draw, 8):
         body["adminAccess"] = True
+    if rare(draw, 30):  # DRAConsumableCapacity: capacity requests (a name a device lacks makes it not fit)
+        wanted = {draw(st.sampled_from(["memory", "memory", "cores", f"{GPU}/memory"])):
+                  draw(st.sampled_from(CAPACITY_REQUESTS)) for _ in range(draw(st.integers(1, 2)))}  # fmt: skip
+        body["capacity"] = {"requests": wanted}
     return body
 
 
@@ -172,7 +213,8 @@ def claims(draw: st.DrawFn, index: int) -> dict[str, Any]:
     devices_spec: dict[str, Any] = {"requests": requests}
     constraints = []
     for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
-        constraint: dict[str, Any] = {"matchAttribute": draw(st.sampled_from(MATCH_ATTRIBUTES))}
+        kind = "distinctAttribute" if rare(draw, 25) else "matchAttribute"
+        constraint: dict[str, Any] = {kind: draw(st.sampled_from(MATCH_ATTRIBUTES))}
         if len(requests) > 1 and draw(st.booleans()):
             names = draw(st.lists(st.sampled_from([r["name"] for r in requests]), min_size=1, unique=True))
             constraint["requests"] = names
@@ -181,6 +223,26 @@ def claims(draw: st.DrawFn, index: int) -> dict[str, Any]:
         devices_spec["constraints"] = constraints
     return {"apiVersion": api.API_VERSION, "kind": "ResourceClaim",
             "metadata": {"name": f"claim-{index}", "namespace": "ns"}, "spec": {"devices": devices_spec}}  # fmt: skip
+
+
+@st.composite
+def holder(draw: st.DrawFn, index: int, driver: str, pool: str, device: dict[str, Any]) -> dict[str, Any]:
+    """An allocated claim holding one or two shares of a shared device (results with shareID and what they
+    consume), or rarely a dedicated result for it (the device was not shared when that claim was allocated)."""
+    results = []
+    for k in range(draw(st.integers(1, 2))):
+        result: dict[str, Any] = {"request": "r0", "driver": driver, "pool": pool, "device": device["name"]}
+        if not rare(draw, 10):
+            result["shareID"] = f"00000000-0000-4000-8000-{index:06d}{k:06d}"
+            consumed = {name: draw(st.sampled_from(["5Gi", "10Gi", "20Gi", "40Gi"])) if name == "memory" else "1"
+                        for name in device.get("capacity", {})}  # fmt: skip
+            if consumed:
+                result["consumedCapacity"] = consumed
+        results.append(result)
+    return {"apiVersion": api.API_VERSION, "kind": "ResourceClaim",
+            "metadata": {"name": f"holder-{index}", "namespace": "ns"},
+            "spec": {"devices": {"requests": [{"name": "r0", "exactly": {"deviceClassName": "gpu"}}]}},
+            "status": {"allocation": {"devices": {"results": results}}}}  # fmt: skip
 
 
 @st.composite
@@ -199,6 +261,9 @@ def scenarios(draw: st.DrawFn, version: str = "1.34") -> dict[str, Any]:
     ids = [f"{s['spec']['driver']}/{s['spec']['pool']['name']}/{d['name']}"
            for s in slices for d in s["spec"]["devices"]]  # fmt: skip
     allocated = sorted(set(draw(st.lists(st.sampled_from(ids), max_size=3)))) if ids else []
+    shared = [(s["spec"]["driver"], s["spec"]["pool"]["name"], d) for s in slices for d in s["spec"]["devices"]
+              if d.get("allowMultipleAllocations")]  # fmt: skip
+    holders = [draw(holder(k, *entry)) for k, entry in enumerate(shared) if rare(draw, 50)]
     scenario: dict[str, Any] = {
         "node": {"name": node_name, "labels": labels},
         "slices": slices,
@@ -207,6 +272,8 @@ def scenarios(draw: st.DrawFn, version: str = "1.34") -> dict[str, Any]:
         "allocatedDevices": allocated,
         "claims": [draw(claims(i)) for i in range(draw(st.integers(1, 2)))],
     }  # fmt: skip
+    if holders:
+        scenario["allocatedClaims"] = holders
     if rare(draw, 20):  # else that version's scheduler's default gates
         keys = FEATURE_KEYS if version == "1.34" else FEATURE_KEYS_35
         scenario["features"] = {k: not rare(draw, 25) for k in keys}

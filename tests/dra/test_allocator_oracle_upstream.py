@@ -3,8 +3,7 @@ through gpuclaim's simulation AND the upstream allocator of each supported versi
 v0.34-v0.37, e2e/oracle/allocator) with the case's features named as that version names them: gpuclaim's outcome must
 be one upstream produces (see tests/dra/allocator_oracle.py).
 
-Out of scope, skipped with the reason: cases needing DRAConsumableCapacity or DRADeviceBindingConditions as 0.34
-wrote them (gpuclaim does not simulate shared devices or capacity requests), the two objects the apiserver refuses
+Out of scope, skipped with the reason: the two objects the apiserver refuses
 (allocator_cases.NOT_REPRESENTABLE), and from 0.36 on the cases without a node (the 0.36+ allocators read the node's
 name; the scheduler always has a node, the old table did not always give one).
 """

@@ -22,7 +22,7 @@ CASES = ac.load_cases()
 def _run(case: dict[str, Any]) -> str | None:
     slices, classes, claims = ac.parsed(case)
     outcome = allocate(ac.node(case), claims, slices=slices, classes=classes, allocated=ac.allocated(case),
-                       features=ac.features(case))  # fmt: skip
+                       features=ac.features(case), shared=ac.shared(case))  # fmt: skip
     return ac.compare(case, outcome)
 
 
@@ -35,8 +35,9 @@ def test_simulation_agrees_with_upstream(case: dict[str, Any]) -> None:
     assert difference is None, difference
 
 
-def test_agreement_table_covers_every_non_alpha_case(capsys: pytest.CaptureFixture[str]) -> None:
-    """All cases that need no alpha feature are simulated (only the unrepresentable ones are skipped)."""
+def test_agreement_table_covers_every_case(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every case is simulated, shared devices and binding conditions included; only the two objects the apiserver
+    refuses are skipped."""
     tally: Counter[str] = Counter()
     skipped: list[tuple[str, str]] = []
     for case in CASES:
@@ -52,7 +53,4 @@ def test_agreement_table_covers_every_non_alpha_case(capsys: pytest.CaptureFixtu
         for name, reason in skipped:
             print(f"  skipped {name}: {reason}")
     assert tally["disagree"] == 0
-    alpha = {"ConsumableCapacity", "DeviceBinding", "PartitionableDevices", "DeviceTaints"}
-    non_alpha_skipped = [n for n, _ in skipped if not alpha & set(next(c for c in CASES if c["name"] == n)
-                                                                     ["requiredFeatures"])]  # fmt: skip
-    assert sorted(non_alpha_skipped) == sorted(ac.NOT_REPRESENTABLE)
+    assert sorted(name for name, _ in skipped) == sorted(ac.NOT_REPRESENTABLE)

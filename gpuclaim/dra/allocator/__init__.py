@@ -5,6 +5,7 @@ Pure: no I/O, no clock, no randomness. ``allocate(node, claims, slices=..., clas
 or, with pools gathered once per node and cached, ``allocate_on(gather_pools(node, slices), claims, ...)``.
 """
 
+from .capacity import NO_SHARES, SharedUsage, shared_usage
 from .model import (
     DEFAULT_FEATURES,
     AllocationOutcome,
@@ -18,7 +19,24 @@ from .prepare import MAX_DEVICES_PER_CLAIM, AllocationError
 from .search import DEFAULT_MAX_STEPS, allocate, allocate_on, allocated_devices
 
 __all__ = [
-    "DEFAULT_FEATURES", "DEFAULT_MAX_STEPS", "MAX_DEVICES_PER_CLAIM", "AllocationError", "AllocationOutcome",
-    "Candidate", "ClaimAllocation", "Features", "NodeInfo", "NodePools", "PoolInfo", "allocate",
-    "allocate_on", "allocated_devices", "features_for", "gather_pools", "node_selector_to_dict",
+    "DEFAULT_FEATURES",
+    "DEFAULT_MAX_STEPS",
+    "MAX_DEVICES_PER_CLAIM",
+    "NO_SHARES",
+    "AllocationError",
+    "AllocationOutcome",
+    "Candidate",
+    "ClaimAllocation",
+    "Features",
+    "NodeInfo",
+    "NodePools",
+    "PoolInfo",
+    "SharedUsage",
+    "allocate",
+    "allocate_on",
+    "allocated_devices",
+    "features_for",
+    "gather_pools",
+    "node_selector_to_dict",
+    "shared_usage",
 ]

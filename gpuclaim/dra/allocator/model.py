@@ -21,9 +21,8 @@ class Features:
     (``sorted_pools``, ``binding_last``, how invalid pools are treated). Build them for a cluster with
     :func:`features_for`; the default is a 1.34 kube-scheduler with default gates: AdminAccess, PrioritizedList and
     DeviceStatus (the experimental allocator). From 0.35 on, DeviceBinding and DeviceStatus are one upstream flag
-    (DeviceBindingAndStatus): here both set. ConsumableCapacity is accepted, but sharing a device
-    (``allowMultipleAllocations``) and capacity requests are not simulated: they fail with an AllocationError
-    naming the feature.
+    (DeviceBindingAndStatus): here both set. ConsumableCapacity shares devices that allow multiple allocations
+    and applies capacity requests (``allocator.capacity``).
     """
 
     admin_access: bool = True
@@ -106,6 +105,35 @@ class Features:
         """0.37: a selector's runtime error names the device before "CEL runtime error:" ("selector #0 on device
         d: ..."; D37/…/incubating/allocator_incubating.go:1301-1303); before, gpuclaim's wording appends it."""
         return self.minor >= 37
+
+    @property
+    def capacity_code(self) -> bool:
+        """The implementation that runs knows DRAConsumableCapacity (whether or not it is on): it refuses capacity
+        requests while the feature is off and supports distinctAttribute. One that does not know it ignores
+        capacity requests and allowMultipleAllocations, and calls distinctAttribute an empty constraint (0.35's
+        stable and incubating, 0.36-0.37's stable)."""
+        return "DRAConsumableCapacity" in dict(facts.ALLOCATORS[self.minor])[self.implementation]
+
+    @property
+    def binding_code(self) -> bool:
+        """The implementation that runs knows binding conditions: a device with ``bindsToNode`` pins the allocation
+        to the node (createNodeSelector, D37/…/incubating/allocator_incubating.go:1751); 0.35's incubating and
+        every stable implementation ignore the field."""
+        supported = dict(facts.ALLOCATORS[self.minor])[self.implementation]
+        return facts.BINDING_AND_STATUS in supported or "DRADeviceBindingConditions" in supported
+
+    @property
+    def capacity_errors_abort(self) -> bool:
+        """0.37: a capacity request that cannot be represented (or a negative amount) aborts the allocation, and
+        an "All" request checks its devices' capacities alone (D37/…/incubating/allocator_incubating.go:590-605,
+        1133-1145); before, such a device was skipped, and "All" left out devices that shares had filled."""
+        return self.minor >= 37
+
+    @property
+    def capacity_recheck_by_request_index(self) -> bool:
+        """0.34: allocateDevice re-checks capacity on the slice's device at the request's device index, not on the
+        device being allocated (D34/…/experimental/allocator_experimental.go:1286, ``r.deviceIndex``)."""
+        return self.minor == 34
 
     @property
     def claim_limit_per_request(self) -> bool:

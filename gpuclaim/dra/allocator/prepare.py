@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gpuclaim.dra.api import DeviceClass, ExactRequest, ResourceClaim, Selector
+from gpuclaim.dra.quantity import Quantity
 
+from .capacity import NO_SHARES, CapacityError, QuantityError, SharedUsage, fits, parse_requests
 from .model import Features
 from .pools import MATCH_CACHE_KEYS, Candidate, NodePools
 
@@ -48,7 +50,7 @@ class MatchAttribute:
         self.value: Any = None
         self.kind: type | None = None
 
-    def add(self, candidate: Candidate) -> bool:
+    def add(self, candidate: Candidate, base: str = "") -> bool:
         value = candidate.device.attributes.get(self.name)
         if value is None:
             return False
@@ -60,7 +62,49 @@ class MatchAttribute:
         self.count += 1
         return True
 
-    def remove(self) -> None:
+    def remove(self, base: str = "") -> None:
+        self.count -= 1
+
+
+class DistinctAttribute:
+    """distinctAttribute: every device of the requests it covers carries the attribute, each with a value no
+    other of them has (values of different types never clash; versions compare as their exact strings).
+
+    As each library version does it (``constraint.go``): 0.37 keeps every added value. 0.35 and 0.36 keep one
+    value per request (the request's last device: a third device of one request is compared with the second only),
+    and removing a device forgets its request's value. 0.34 does the same but compares attribute pointers, so only
+    the same device twice (a shared device) clashes."""
+
+    __slots__ = ("count", "keyed", "name", "same_device", "values")
+
+    def __init__(self, name: str, minor: int) -> None:
+        self.name = name
+        self.keyed = minor <= 36
+        self.same_device = minor == 34
+        self.values: list[tuple[str, Any]] = []  # (request, value or device id)
+        self.count = 0
+
+    def add(self, candidate: Candidate, base: str = "") -> bool:
+        value = candidate.device.attributes.get(self.name)
+        if value is None:
+            return False
+        key: Any = candidate.id if self.same_device else (type(value), str(value) if type(value) is _SEMVER else value)
+        if not self.keyed:
+            if any(v == key for _, v in self.values):
+                return False
+            self.values.append((base, key))
+            return True
+        if self.count and any(v == key for _, v in self.values):
+            return False
+        self.values = [(r, v) for r, v in self.values if r != base] + [(base, key)]
+        self.count += 1
+        return True
+
+    def remove(self, base: str = "") -> None:
+        if not self.keyed:
+            self.values.pop()
+            return
+        self.values = [(r, v) for r, v in self.values if r != base]
         self.count -= 1
 
 
@@ -85,8 +129,9 @@ class Alternative:
     klass: DeviceClass
     count: int
     all_devices: list[int] | None  # candidate indices for allocationMode All
-    constraints: tuple[MatchAttribute, ...] = ()
+    constraints: tuple[MatchAttribute | DistinctAttribute, ...] = ()
     admin: bool = False
+    capacity: dict[str, Quantity] | None = None  # capacity.requests (DRAConsumableCapacity)
     order: tuple[int, ...] | None = None  # selected candidates (see Preparer.order); None: evaluate lazily
     class_outcomes: list[Any] | None = None  # per candidate, shared through NodePools.match_cache
     request_outcomes: list[Any] | None = None
@@ -105,8 +150,10 @@ class Preparer:
     """Holds what selector evaluation needs: the compiler and the CEL error types."""
 
     def __init__(self, *, pools: NodePools, classes: Mapping[str, DeviceClass], features: Features,
-                 compiler: Compiler, errors: tuple[type[Exception], type[Exception]]) -> None:
+                 compiler: Compiler, errors: tuple[type[Exception], type[Exception]],
+                 shared: SharedUsage = NO_SHARES) -> None:
         self.pools = pools
+        self.shared = shared
         self.classes = classes
         self.features = features
         self.compiler = compiler
@@ -133,15 +180,15 @@ class Preparer:
                         "feature is disabled"
                     )
                 for exact in request.alternatives:
-                    if exact.capacity is not None and not self.features.consumable_capacity:
-                        what = f"subrequest {exact.name}" if subs else f"request {request.name}"
+                    if exact.capacity is not None and not self.features.consumable_capacity and \
+                            self.features.capacity_code:
+                        # 0.34 names the request, 0.35+ the subrequest (allocator_incubating.go:222-233)
+                        sub = subs and self.features.minor >= 35
+                        what = f"subrequest {exact.name}" if sub else f"request {request.name}"
                         raise AllocationError(
                             f"claim {ref}, {what}: has capacity requests, but the DRAConsumableCapacity feature "
                             "is disabled"
                         )
-                    if exact.capacity is not None:
-                        raise AllocationError(f"claim {ref}, request {exact.name}: capacity requests "
-                                              "(DRAConsumableCapacity) are not simulated")  # fmt: skip
                 alternatives = [self._alternative(index, ref, request.name, exact, bool(subs), (index, r, k))
                                 for k, exact in enumerate(request.alternatives)]  # fmt: skip
                 requests.append(alternatives)
@@ -157,15 +204,13 @@ class Preparer:
                     f"claim {ref}: number of requested devices {minimum} exceeds the claim limit of "
                     f"{MAX_DEVICES_PER_CLAIM}"
                 )
-            constraints: list[tuple[frozenset[str], MatchAttribute]] = []
+            constraints: list[tuple[frozenset[str], MatchAttribute | DistinctAttribute]] = []
             for i, constraint in enumerate(spec.constraints):
                 if constraint.match_attribute:
                     constraints.append((frozenset(constraint.requests), MatchAttribute(constraint.match_attribute)))
-                elif constraint.distinct_attribute:
-                    raise AllocationError(
-                        f"claim {ref}, constraint #{i}: distinctAttribute (alpha DRAConsumableCapacity) is not "
-                        "simulated"
-                    )
+                elif constraint.distinct_attribute and self.features.capacity_code:
+                    constraints.append((frozenset(constraint.requests),
+                                        DistinctAttribute(constraint.distinct_attribute, self.features.minor)))
                 else:
                     raise AllocationError(
                         f"claim {ref}, constraint #{i}: empty constraint (unsupported constraint type?)"
@@ -204,6 +249,11 @@ class Preparer:
             count=exact.count, all_devices=None, admin=exact.admin_access,
             class_compiled=[None] * len(klass.selectors), request_compiled=[None] * len(exact.selectors),
         )  # fmt: skip
+        if exact.capacity is not None and self.features.consumable_capacity:
+            try:
+                alt.capacity = parse_requests(exact.capacity)
+            except QuantityError as err:
+                raise AllocationError(f"claim {ref}, request {name}: capacity.requests: {err}") from err
         if exact.allocation_mode == "ExactCount":
             if self.pools.invalid_skipped or not self.pools.any_invalid:
                 alt.order = self.order(alt)
@@ -229,10 +279,26 @@ class Preparer:
                     f"claim {ref}, request {name}: asks for all devices, but resource pool {pool.id} is currently "
                     "invalid"
                 )
-            chosen.extend(i for i in range(start, end) if self.keyed(alt, i, prep_key))
+            for i in range(start, end):
+                if self.keyed(alt, i, prep_key) and (not self.features.consumable_capacity or
+                                                     self._static_fit(ref, alt, i)):  # fmt: skip
+                    chosen.append(i)
         alt.all_devices = chosen
         alt.count = len(chosen)
         return alt
+
+    def _static_fit(self, ref: str, alt: Alternative, index: int) -> bool:
+        """Whether an "All" request's device has the capacity: 0.37 against its capacities alone (what is free is
+        checked as it is taken, so a device short of it makes "All" fail), an error aborting; before, against what
+        shares of other claims hold, an error skipping the device."""
+        candidate = self.pools.candidates[index]
+        if self.features.capacity_errors_abort:
+            try:
+                return fits(alt.capacity, candidate.device, None, None, True)
+            except CapacityError as err:
+                raise AllocationError(f"claim {ref}, request {alt.request.name}: checking capacity for device "
+                                      f"{candidate.device.name}: {err}") from err  # fmt: skip
+        return fits(alt.capacity, candidate.device, self.shared.consumed.get(candidate.id), None, False)
 
     def selectable(self, alt: Alternative, index: int) -> bool:
         """Class selectors, then request selectors, stopping at the first false; a runtime error aborts. A device

@@ -9,6 +9,7 @@ costs time.
 
 from __future__ import annotations
 
+import uuid
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -17,6 +18,7 @@ from typing import Any
 
 from gpuclaim.dra.api import (
     AllocatedDevice,
+    Device,
     DeviceClass,
     DeviceID,
     NodeSelector,
@@ -25,7 +27,9 @@ from gpuclaim.dra.api import (
     ResourceClaim,
     ResourceSlice,
 )
+from gpuclaim.dra.quantity import Quantity
 
+from .capacity import NO_SHARES, CapacityError, SharedUsage, consumption, fits
 from .model import DEFAULT_FEATURES, AllocationOutcome, ClaimAllocation, Features
 from .pools import Candidate, NodeInfo, NodePools, device_node_binding, gather_pools
 from .prepare import MAX_DEVICES_PER_CLAIM, AllocationError, Alternative, Compiler, PreparedClaim, Preparer
@@ -44,7 +48,7 @@ class _Budget(Exception):
 
 class _Search:
     def __init__(self, prep: Preparer, claims: list[PreparedClaim], allocated: AbstractSet[DeviceID],
-                 max_steps: int) -> None:
+                 max_steps: int, shared: SharedUsage = NO_SHARES) -> None:
         self.prep = prep
         self.claims = claims
         self.candidates = prep.pools.candidates
@@ -54,9 +58,14 @@ class _Search:
         self.max_steps = max_steps
         self.steps = 0
         self.allocating: dict[DeviceID, set[int]] = {}  # device -> claims it is being allocated for
-        self.results: list[list[tuple[Alternative, Candidate]]] = [[] for _ in claims]
+        # per claim, the picks: (request, device, what a share consumes; None for a dedicated device)
+        self.results: list[list[tuple[Alternative, Candidate, dict[str, Quantity] | None]]] = [[] for _ in claims]
+        self.shared = shared
+        self.consumable = self.features.consumable_capacity
+        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}  # shares this attempt takes
         self.available: dict[int, dict[tuple[str, str], Fraction]] = {}  # pool -> counters left before this call
         self.consumed: dict[int, dict[tuple[str, str], Fraction]] = {}  # pool -> counters taken by this call
+        self.counted: list[bool] = []  # per pick, in pick order: whether it reserved counters
 
     def one(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> bool:
         self.steps += 1
@@ -94,7 +103,7 @@ class _Search:
             raise _MaxSize
         if alt.all_devices is not None:
             candidate = self.candidates[alt.all_devices[d]]
-            if not self.take(c, alt, candidate, must=True):
+            if not self.take(c, alt, candidate, must=True, d=d):
                 return False  # every device is needed: one in use means no solution
             try:
                 # Upstream continues an "All" request at subrequest 0, not s (allocator_experimental.go:983 drops
@@ -131,7 +140,9 @@ class _Search:
                 continue
             if order is None and not self.prep.selectable(alt, i):
                 continue
-            if not self.take(c, alt, candidate, must=False):
+            if self.consumable and not self._capacity_fits(c, alt, candidate):
+                continue
+            if not self.take(c, alt, candidate, must=False, d=d):
                 continue
             try:
                 done = self.one(c, r, s, d + 1, in_sub, i + 1)
@@ -143,43 +154,110 @@ class _Search:
             self.release(c, alt, candidate)
         return False
 
-    def take(self, c: int, alt: Alternative, candidate: Candidate, *, must: bool) -> bool:
-        """Check availability, counters, taints and constraints; on success record the device as picked."""
+    def _multi(self, candidate: Candidate) -> bool:
+        return self.consumable and candidate.device.allow_multiple_allocations
+
+    def _capacity_fits(self, c: int, alt: Alternative, candidate: Candidate, device: Device | None = None) -> bool:
+        """CmpRequestOverCapacity against what shares of other claims hold and this attempt takes; 0.37 aborts on a
+        request it cannot represent, earlier versions skip the device. ``device``: the one checked, when not the
+        candidate (0.34's re-check, see take)."""
+        device = device or candidate.device
+        dev_id = candidate.id if device is candidate.device else DeviceID(candidate.id.driver, candidate.id.pool,
+                                                                         device.name)  # fmt: skip
+        held = self.shared.consumed.get(dev_id)
+        allocating = self.allocating_capacity.get(dev_id)
+        if not self.features.capacity_errors_abort:
+            return fits(alt.capacity, device, held, allocating, False)
+        try:
+            return fits(alt.capacity, device, held, allocating, True)
+        except CapacityError as err:
+            raise AllocationError(f"claim {_ref(self.claims[c])}, request {alt.request.name}: checking capacity for "
+                                  f"device {dev_id}: {err}") from err  # fmt: skip
+
+    def _capacity_in_use(self, dev_id: DeviceID) -> bool:
+        return dev_id in self.shared.consumed or dev_id in self.shared.devices or dev_id in self.allocating_capacity
+
+    def take(self, c: int, alt: Alternative, candidate: Candidate, *, must: bool, d: int = 0) -> bool:
+        """Check availability, counters, taints, constraints and capacity; on success record the device as picked.
+        A device that allows multiple allocations is never marked in use: each pick takes a share of it."""
         dev_id = candidate.id
+        multi = self._multi(candidate)
         users = self.allocating.get(dev_id)
         if alt.admin:
-            if users and c in users:
+            if not multi and users and c in users:
                 return False
         elif users or dev_id in self.allocated:
             return False
-        if candidate.consumes and (
-            not self.features.partitionable_devices or not self._reserve_counters(candidate)
-        ):
-            return False
+        counted = False
+        if candidate.consumes:
+            if not self.features.partitionable_devices:
+                return False
+            # a shared device already in use has its counters accounted for: a further share does not charge them
+            if not (multi and self._capacity_in_use(dev_id)):
+                if not self._reserve_counters(candidate):
+                    return False
+                counted = True
         if self.features.device_taints and _taint_blocks(candidate, alt.request.tolerations):
-            self._release_counters(candidate)
+            if counted:
+                self._release_counters(candidate)
             return False
         for added, constraint in enumerate(alt.constraints):
-            if not constraint.add(candidate):
+            if not constraint.add(candidate, alt.base):
                 for undo in alt.constraints[:added]:
-                    undo.remove()
-                self._release_counters(candidate)
+                    undo.remove(alt.base)
+                if counted:
+                    self._release_counters(candidate)
                 if must:
                     raise AllocationError(
                         f"claim {_ref(self.claims[c])}, request {alt.request.name}: cannot add device "
                         f"{dev_id} because a claim constraint would not be satisfied"
                     )
                 return False
-        self.allocating.setdefault(dev_id, set()).add(c)
-        self.results[c].append((alt, candidate))
+        consumed: dict[str, Quantity] | None = None
+        if self.consumable:
+            recheck: Device | None = candidate.device
+            if self.features.capacity_recheck_by_request_index:
+                # 0.34 re-checks the slice's device at the request's device index (r.deviceIndex), not the
+                # candidate (allocator_experimental.go:1286); past the slice's end upstream panics
+                devices = candidate.slice.devices
+                recheck = devices[d] if d < len(devices) else None
+            if recheck is None or not self._capacity_fits(c, alt, candidate, recheck):
+                for constraint in alt.constraints:
+                    constraint.remove(alt.base)
+                if counted:
+                    self._release_counters(candidate)
+                return False
+            if multi:
+                consumed = consumption(alt.capacity, candidate.device, self.features.capacity_errors_abort) or {}
+                taking = self.allocating_capacity.setdefault(dev_id, {})
+                for name, q in consumed.items():
+                    taking[name] = taking.get(name, Fraction(0)) + q.value
+        if not multi:
+            self.allocating.setdefault(dev_id, set()).add(c)
+        self.results[c].append((alt, candidate, consumed if multi else None))
+        self.counted.append(counted)
         return True
 
     def release(self, c: int, alt: Alternative, candidate: Candidate) -> None:
-        self.results[c].pop()
-        self.allocating[candidate.id].discard(c)
+        _, _, consumed = self.results[c].pop()
+        counted = self.counted.pop()
+        if consumed is not None:
+            taking = self.allocating_capacity[candidate.id]
+            for name, q in consumed.items():
+                taking[name] -= q.value
+            if all(v == 0 for v in taking.values()) and self._share_count(candidate.id) == 0:
+                del self.allocating_capacity[candidate.id]
+        else:
+            self.allocating[candidate.id].discard(c)
         for constraint in alt.constraints:
-            constraint.remove()
-        self._release_counters(candidate)
+            constraint.remove(alt.base)
+        if counted:
+            self._release_counters(candidate)
+
+    def _share_count(self, dev_id: DeviceID) -> int:
+        """Shares of ``dev_id`` still picked by this attempt (upstream keeps an emptied entry while one is)."""
+        return sum(1 for picks in self.results for _, cand, consumed in picks
+                   if consumed is not None and cand.id == dev_id)  # fmt: skip
 
     def _reserve_counters(self, candidate: Candidate) -> bool:
         index = candidate.pool_index
@@ -197,8 +275,6 @@ class _Search:
         return True
 
     def _release_counters(self, candidate: Candidate) -> None:
-        if not candidate.consumes or not self.features.partitionable_devices:
-            return
         consumed = self.consumed[candidate.pool_index]
         for set_name, name, amount in candidate.consumes:
             consumed[(set_name, name)] -= amount
@@ -247,13 +323,15 @@ def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     return False
 
 
-def _node_selector(picks: list[tuple[Alternative, Candidate]], node_name: str) -> NodeSelector | None:
-    """upstream createNodeSelector: a node-local device pins the node; else merge the slices' single terms."""
+def _node_selector(picks: list[tuple[Alternative, Candidate, dict[str, Quantity] | None]],
+                   node_name: str, features: Features) -> NodeSelector | None:  # fmt: skip
+    """upstream createNodeSelector: a node-local device (or one that binds to its node) pins the node; else merge
+    the slices' single terms."""
     fields: list[NodeSelectorRequirement] = []
     expressions: list[NodeSelectorRequirement] = []
-    for _, candidate in picks:
+    for _, candidate, _ in picks:
         name, selector = device_node_binding(candidate)
-        if name is not None:
+        if name is not None or (candidate.device.binds_to_node and features.binding_code):
             pin = NodeSelectorRequirement(key="metadata.name", operator="In", values=(node_name,))
             return NodeSelector(terms=(NodeSelectorTerm(match_fields=(pin,)),))
         if selector is not None and len(selector.terms) == 1:
@@ -285,12 +363,17 @@ def allocate_on(
     max_steps: int = DEFAULT_MAX_STEPS,
     compiler: Compiler | None = None,
     compile_errors: tuple[type[Exception], type[Exception]] | None = None,
+    shared: SharedUsage = NO_SHARES,
 ) -> AllocationOutcome:
     """Simulate kube-scheduler's allocator for ``claims`` (in pod order) on the node ``pools`` was gathered for.
 
     ``allocated``: devices other claims hold (see :func:`allocated_devices`). ``compiler``/``compile_errors``
     replace the CEL engine (a callable expression -> object with ``evaluate(device) -> bool``, and the
     (compile error, runtime error) exception types it raises); the default is ``dra.cel`` in stored mode.
+    ``shared``: what shares of devices that allow multiple allocations other claims hold (see
+    :func:`~gpuclaim.dra.allocator.capacity.shared_usage`; with ConsumableCapacity, pass
+    ``allocated_devices(claims, shares_apart=True)`` as ``allocated``). A share this call picks gets a
+    ``shareID`` derived from the node, the claim and the device (upstream draws a random UUID).
     """
     if pools.error is not None:
         return AllocationOutcome(status="error", error=pools.error)
@@ -298,11 +381,11 @@ def allocate_on(
         compiler, default_errors = _default_compiler()
         compile_errors = compile_errors or default_errors
     prep = Preparer(pools=pools, classes=classes, features=features, compiler=compiler,
-                    errors=compile_errors or (Exception, Exception))  # fmt: skip
+                    errors=compile_errors or (Exception, Exception), shared=shared)  # fmt: skip
     search: _Search | None = None
     try:
         prepared = prep.prepare(claims)
-        search = _Search(prep, prepared, allocated, max_steps)
+        search = _Search(prep, prepared, allocated, max_steps, shared)
         done = search.one(0, 0, 0, 0, False, 0)
     except AllocationError as err:
         return AllocationOutcome(status="error", error=str(err), steps=search.steps if search else 0,
@@ -322,13 +405,15 @@ def allocate_on(
     if not done:
         return AllocationOutcome(status="unsatisfiable", steps=search.steps)
     out = []
-    for picks in search.results:
+    for index, picks in enumerate(search.results):
         results = tuple(
             AllocatedDevice(request=alt.ref, driver=cand.id.driver, pool=cand.id.pool, device=cand.id.device,
-                         admin_access=alt.admin)
-            for alt, cand in picks
+                            admin_access=alt.admin,
+                            share_id=None if consumed is None else _share_id(pools.node.name, claims[index], k, cand),
+                            consumed_capacity=consumed or None)
+            for k, (alt, cand, consumed) in enumerate(picks)
         )  # fmt: skip
-        out.append(ClaimAllocation(results=results, node_selector=_node_selector(picks, pools.node.name)))
+        out.append(ClaimAllocation(results=results, node_selector=_node_selector(picks, pools.node.name, features)))
     return AllocationOutcome(status="allocated", claims=tuple(out), steps=search.steps)
 
 
@@ -343,18 +428,28 @@ def allocate(
     max_steps: int = DEFAULT_MAX_STEPS,
     compiler: Compiler | None = None,
     compile_errors: tuple[type[Exception], type[Exception]] | None = None,
+    shared: SharedUsage = NO_SHARES,
 ) -> AllocationOutcome:
     """:func:`allocate_on` from raw slices (every slice of the cluster; those the node cannot see are skipped)."""
     pools = gather_pools(node, slices, features=features)
     return allocate_on(pools, claims, classes=classes, allocated=allocated, features=features,
-                       max_steps=max_steps, compiler=compiler, compile_errors=compile_errors)  # fmt: skip
+                       max_steps=max_steps, compiler=compiler, compile_errors=compile_errors,
+                       shared=shared)  # fmt: skip
 
 
-def allocated_devices(claims: Iterable[ResourceClaim]) -> set[DeviceID]:
-    """Devices held by claims' ``status.allocation`` (adminAccess results excluded, as the scheduler does)."""
+def _share_id(node: str, claim: ResourceClaim, index: int, candidate: Candidate) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gpuclaim:{node}/{claim.namespace}/{claim.name}/{index}/{candidate.id}"))
+
+
+def allocated_devices(claims: Iterable[ResourceClaim], *, shares_apart: bool = False) -> set[DeviceID]:
+    """Devices held by claims' ``status.allocation`` (adminAccess results excluded, as the scheduler does).
+    ``shares_apart`` (a scheduler with ConsumableCapacity): results with a ``shareID`` are shares, not dedicated
+    devices, and are left out too (pass them with :func:`~gpuclaim.dra.allocator.capacity.shared_usage`)."""
     out: set[DeviceID] = set()
     for claim in claims:
         for result in claim.status.results:
+            if shares_apart and result.share_id is not None:
+                continue
             if not result.admin_access:
                 out.add(result.id)
     return out

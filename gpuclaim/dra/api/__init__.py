@@ -30,7 +30,17 @@ from .meta import API_VERSION, ObjectMeta, OwnerReference
 from .names import qualify, split_qualified
 from .nodeselector import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, node_selector_matches
 from .selectors import DeviceConfiguration, Selector
-from .slices import AttributeValue, Device, DeviceID, Pool, ResourceSlice, device_available_on, parse_resource_slice
+from .slices import (
+    AttributeValue,
+    CapacityPolicy,
+    Device,
+    DeviceCapacity,
+    DeviceID,
+    Pool,
+    ResourceSlice,
+    device_available_on,
+    parse_resource_slice,
+)
 
 __all__ = [
     "ALLOCATION_MODES",
@@ -39,9 +49,11 @@ __all__ = [
     "AllocatedDevice",
     "AllocationMode",
     "AttributeValue",
+    "CapacityPolicy",
     "ClaimStatus",
     "ConsumerReference",
     "Device",
+    "DeviceCapacity",
     "DeviceClaim",
     "DeviceClass",
     "DeviceConfiguration",

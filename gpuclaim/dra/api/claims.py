@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuclaim.dra.fieldpath import FieldError, Path
+from gpuclaim.dra.quantity import Quantity, QuantityError, parse_quantity
 
 from . import names
 from ._read import EMPTY_MAP, Reader, typename
@@ -19,6 +20,22 @@ from .meta import ObjectMeta, check_labels_annotations, check_type_meta, parse_o
 from .nodeselector import NodeSelector, parse_node_selector
 from .selectors import DeviceConfiguration, Selector, parse_configs, parse_selectors
 from .slices import DeviceID
+
+
+def _consumed(raw: object, path: Path, r: Reader) -> Mapping[str, Quantity] | None:
+    """``consumedCapacity``: capacity name -> quantity."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        r.wrong_type(path, raw, "an object")
+        return None
+    out: dict[str, Quantity] = {}
+    for name, value in raw.items():
+        try:
+            out[str(name)] = parse_quantity(value if isinstance(value, str) else str(value))
+        except QuantityError as err:
+            r.add(FieldError.invalid(path.key(str(name)), value, str(err)))
+    return out
 
 CLAIM_KIND = "ResourceClaim"
 TEMPLATE_KIND = "ResourceClaimTemplate"
@@ -87,6 +104,10 @@ class AllocatedDevice:
     pool: str
     device: str
     admin_access: bool = False
+    # DRAConsumableCapacity: a share of a device that allows multiple allocations, and what it consumes (capacity
+    # names as the slice writes them)
+    share_id: str | None = None
+    consumed_capacity: Mapping[str, Quantity] | None = None
 
     @property
     def id(self) -> DeviceID:
@@ -96,6 +117,10 @@ class AllocatedDevice:
         out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool, "device": self.device}
         if self.admin_access:
             out["adminAccess"] = True
+        if self.share_id is not None:
+            out["shareID"] = self.share_id
+        if self.consumed_capacity:
+            out["consumedCapacity"] = {name: str(q) for name, q in self.consumed_capacity.items()}
         return out
 
 
@@ -430,6 +455,8 @@ def _parse_status(obj: Mapping[str, Any], spec: DeviceClaim, r: Reader) -> Claim
                     pool=r.name(raw, "pool", ipath, names.check_pool_name),
                     device=r.name(raw, "device", ipath, names.check_dns1123_label),
                     admin_access=bool(r.boolean(raw, "adminAccess", ipath)),
+                    share_id=r.string(raw, "shareID", ipath),
+                    consumed_capacity=_consumed(raw.get("consumedCapacity"), ipath.child("consumedCapacity"), r),
                 )
             )
     node_selector = None

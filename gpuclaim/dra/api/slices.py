@@ -47,6 +47,26 @@ class Pool:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityPolicy:
+    """``capacity[name].requestPolicy`` (DRAConsumableCapacity): how a request for this capacity is rounded and
+    what it may be. ``valid_range`` is (min, max or None, step or None)."""
+
+    default: Quantity | None = None
+    valid_values: tuple[Quantity, ...] | None = None
+    valid_range: tuple[Quantity | None, Quantity | None, Quantity | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCapacity:
+    """One capacity as the allocator's capacity arithmetic sees it: the name as written in the slice (upstream
+    matches a claim's ``capacity.requests`` against it literally), the value, and the request policy."""
+
+    name: str
+    value: Quantity
+    policy: CapacityPolicy | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     name: str
     driver: str
@@ -64,6 +84,9 @@ class Device:
     # bindingConditions (alpha DRADeviceBindingConditions): with the gate off (1.34's default) the allocator
     # never selects such a device (allocator_experimental.go:1089, isSelectable)
     binding_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False  # an allocation of this device is pinned to the node it was made for
+    # every capacity with its request policy, names as written (DRAConsumableCapacity's arithmetic)
+    consumable: tuple[DeviceCapacity, ...] = ()
 
     @property
     def id(self) -> DeviceID:
@@ -278,6 +301,8 @@ def _parse_device(raw: object, i: int, driver: str, pool: str, per_device: bool,
     extras: dict[str, Any] = {}
     if per_device or not raw.keys() <= _BASIC_DEVICE_FIELDS:  # rare alpha features beyond the basic three
         extras = _parse_device_extras(raw, i, per_device, r)
+    if capacity or isinstance(raw.get("capacity"), Mapping):  # a name refused above still takes part upstream
+        extras["consumable"] = _consumable(raw["capacity"], i, r)
     return Device(name=name, driver=driver, pool=pool, attributes=attributes, capacity=capacity, **extras)
 
 
@@ -285,7 +310,8 @@ def _parse_device_extras(raw: Mapping[str, Any], i: int, per_device: bool, r: Re
     dpath = _SPEC.child("devices").index(i)
     extras: dict[str, Any] = {}
     # binding conditions (alpha DRADeviceBindingConditions): kept, they make the device unusable with the gate off
-    r.boolean(raw, "bindsToNode", dpath)
+    if r.boolean(raw, "bindsToNode", dpath):
+        extras["binds_to_node"] = True
     binding_conditions = r.strings(raw, "bindingConditions", dpath, limit=names.BINDING_CONDITIONS_MAX_SIZE)
     if binding_conditions:
         extras["binding_conditions"] = binding_conditions
@@ -425,6 +451,73 @@ def _parse_capacity(raw: object, i: int, driver: str, r: Reader) -> Mapping[str,
         else:
             out[fq] = quantity  # requestPolicy is alpha and only matters with allowMultipleAllocations
     return MappingProxyType(out)
+
+
+def _consumable(raw: Any, i: int, r: Reader) -> tuple[DeviceCapacity, ...]:
+    """Capacities with their request policies (validated here; the values were checked by _parse_capacity)."""
+    out = []
+    for name, cap in raw.items():
+        raw_value = cap.get("value") if isinstance(cap, Mapping) else None
+        ok = isinstance(raw_value, str | int | float) and not isinstance(raw_value, bool)
+        value = _quantity(raw_value) if ok else None  # type: ignore[arg-type]
+        if value is None:
+            continue
+        policy = None
+        raw_policy = cap.get("requestPolicy")
+        if raw_policy is not None:
+            policy = _request_policy(raw_policy, _SPEC.child("devices").index(i).child("capacity").key(name)
+                                     .child("requestPolicy"), r)  # fmt: skip
+        out.append(DeviceCapacity(str(name), value, policy))
+    return tuple(out)
+
+
+_POLICY_FIELDS = frozenset({"default", "validValues", "validRange"})
+_RANGE_FIELDS = frozenset({"min", "max", "step"})
+
+
+def _request_policy(raw: object, path: Path, r: Reader) -> CapacityPolicy | None:
+    if not isinstance(raw, Mapping):
+        r.wrong_type(path, raw, "an object")
+        return None
+    r.unknown_fields(raw, _POLICY_FIELDS, path)
+
+    def quantity(value: object, at: Path) -> Quantity | None:
+        q = _quantity(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else None
+        if q is None:
+            r.add(FieldError.invalid(at, value, _quantity_message(value)))
+        return q
+
+    default = quantity(raw["default"], path.child("default")) if raw.get("default") is not None else None
+    values: tuple[Quantity, ...] | None = None
+    if raw.get("validValues") is not None:
+        items = raw["validValues"]
+        if not isinstance(items, list):
+            r.wrong_type(path.child("validValues"), items, "a list")
+        else:
+            if len(items) > names.CAPACITY_POLICY_VALID_VALUES_MAX_SIZE:
+                r.add(FieldError.too_many(path.child("validValues"), len(items),
+                                          names.CAPACITY_POLICY_VALID_VALUES_MAX_SIZE))  # fmt: skip
+            parsed = [quantity(v, path.child("validValues").index(k)) for k, v in enumerate(items)]
+            values = tuple(q for q in parsed if q is not None)
+    valid_range = None
+    if raw.get("validRange") is not None:
+        rng = raw["validRange"]
+        rpath = path.child("validRange")
+        if not isinstance(rng, Mapping):
+            r.wrong_type(rpath, rng, "an object")
+        else:
+            r.unknown_fields(rng, _RANGE_FIELDS, rpath)
+            bounds = [quantity(rng[k], rpath.child(k)) if rng.get(k) is not None else None
+                      for k in ("min", "max", "step")]  # fmt: skip
+            if bounds[0] is None:
+                r.add(FieldError.required(rpath.child("min"), ""))
+            elif bounds[2] is not None and bounds[2].value <= 0:
+                r.add(FieldError.invalid(rpath.child("step"), str(bounds[2]), "must be positive"))
+            else:
+                valid_range = (bounds[0], bounds[1], bounds[2])
+    if values is not None and valid_range is not None:
+        r.add(FieldError.forbidden(path, "validValues and validRange are mutually exclusive"))
+    return CapacityPolicy(default=default, valid_values=values, valid_range=valid_range)
 
 
 def _qualified_names(driver: str) -> dict[str, str]:
