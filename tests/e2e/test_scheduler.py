@@ -280,3 +280,35 @@ async def test_device_taint_rules_apply_as_the_control_planes_version_does(
     await scheduler.close()
     assert (decision.outcome, decision.node) == ("scheduled", P5_A)
     assert [r["device"] for r in decision.devices["gpu"]] == [free[0] if tainted_is_free else free[1]]
+
+
+def _shared_gpu_node(store: Any) -> None:
+    """One node whose one GPU allows multiple allocations (ConsumableCapacity, on by default from 1.36)."""
+    store.restore({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": "shared-node", "labels": {"kubernetes.io/hostname": "shared-node"}}})
+    store.restore({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+                   "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}})
+    store.restore({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "shared-gpus"},
+                   "spec": {"driver": "gpu.nvidia.com", "nodeName": "shared-node",
+                            "pool": {"name": "shared-node", "generation": 1, "resourceSliceCount": 1},
+                            "devices": [{"name": "gpu-0", "allowMultipleAllocations": True,
+                                         "capacity": {"memory": {"value": "80Gi"}}}]}})
+
+
+async def test_shares_of_one_device_are_given_until_its_capacity_is_used_up(cluster: Cluster) -> None:
+    _shared_gpu_node(cluster.store)
+    half = {"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "40Gi"}}}}]}}
+    for name in ("a", "b", "c"):
+        await submit(cluster, name, half)
+    scheduler = Scheduler(cluster.client)
+    decisions = {d.name: d for d in await scheduler.schedule_pending()}
+    await scheduler.close()
+    placed = [d for d in decisions.values() if d.outcome == "scheduled"]
+    assert len(placed) == 2 and {d.node for d in placed} == {"shared-node"}
+    results = [r for d in placed for r in d.devices["gpu"]]
+    assert {r["device"] for r in results} == {"gpu-0"}
+    assert all(r.get("shareID") and r["consumedCapacity"] == {"memory": "40Gi"} for r in results)
+    assert len({r["shareID"] for r in results}) == 2
+    (left,) = [d for d in decisions.values() if d.outcome != "scheduled"]
+    assert left.outcome == "unschedulable"

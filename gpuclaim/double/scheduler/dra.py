@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from gpuclaim.dra import allocator, taints, versions
@@ -56,6 +57,8 @@ class Snapshot:
     nodes: list[Obj]
     allocated: set[DeviceID] = field(default_factory=set)
     features: allocator.Features = field(default_factory=lambda: allocator.features_for(versions.NEWEST_MODEL))
+    # shares of devices that allow multiple allocations (ConsumableCapacity): not in `allocated`, counted by capacity
+    shared: allocator.SharedUsage = allocator.NO_SHARES
     _pools: dict[str, allocator.NodePools] = field(default_factory=dict)
 
     @classmethod
@@ -71,8 +74,24 @@ class Snapshot:
         parsed_slices = taints.apply_to_slices(parsed_slices, rules, model, parsed_classes)
         parsed_claims = [m for m in (parse_resource_claim(raw)[0] for raw in claims) if m is not None]
         by_key = {(c["metadata"].get("namespace", ""), c["metadata"]["name"]): c for c in claims}
-        return cls(by_key, parsed_classes, parsed_slices, nodes, allocator.allocated_devices(parsed_claims),
-                   allocator.features_for(model))
+        features = allocator.features_for(model)
+        shares_apart = features.consumable_capacity
+        return cls(by_key, parsed_classes, parsed_slices, nodes,
+                   allocator.allocated_devices(parsed_claims, shares_apart=shares_apart), features,
+                   allocator.shared_usage(parsed_claims) if shares_apart else allocator.NO_SHARES)
+
+    def record(self, allocation: allocator.ClaimAllocation) -> None:
+        """The next pod of this pass must not get the devices `allocation` took, nor the capacity its shares used."""
+        shares = [r for r in allocation.results
+                  if not r.admin_access and r.share_id is not None and self.features.consumable_capacity]
+        self.allocated.update(r.id for r in allocation.results if not r.admin_access and r not in shares)
+        if shares:
+            consumed = {d: dict(c) for d, c in self.shared.consumed.items()}
+            for r in shares:
+                total = consumed.setdefault(r.id, {})
+                for name, q in (r.consumed_capacity or {}).items():
+                    total[name] = total.get(name, Fraction(0)) + q.value
+            self.shared = allocator.SharedUsage(self.shared.devices | {r.id for r in shares}, consumed)
 
     def pools(self, node: Obj) -> allocator.NodePools:
         """The node's pools, gathered once per snapshot (their selector caches then serve every pod)."""
@@ -146,7 +165,7 @@ def filter_node(node: Obj, claims: PodClaims, snapshot: Snapshot) -> NodeFit:
         return NodeFit(True)
     outcome = allocator.allocate_on(snapshot.pools(node), [model for _, model in claims.pending],
                                     classes=snapshot.classes, allocated=snapshot.allocated,
-                                    features=snapshot.features)
+                                    features=snapshot.features, shared=snapshot.shared)
     if outcome.status == "error":
         return NodeFit(False, error=outcome.error)
     if not outcome.ok:

@@ -273,7 +273,7 @@ class Scheduler:
             snapshot.claims[(ns, claim["metadata"]["name"])] = updated
             devices[pod_claim] = list(status["allocation"]["devices"]["results"])
             if allocation is not None:  # the next pod of this pass must not get the same devices
-                snapshot.allocated.update(r.id for r in allocation.results if not r.admin_access)
+                snapshot.record(allocation)
         await self.client.patch(f"/api/v1/namespaces/{ns}/pods/{meta['name']}", {"spec": {"nodeName": node}})
         return devices
 
