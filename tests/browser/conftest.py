@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from browser_harness import Browser, missing
+from browser_harness import Browser, artifacts_dir, missing
 
 
 class PageBrowser:
@@ -47,7 +47,7 @@ def browser(chromium: Browser, request: pytest.FixtureRequest) -> Iterator[PageB
     yield page
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid.split("::", 1)[-1])
     try:
-        chromium.screenshot(name)
+        chromium.screenshot(artifacts_dir() / f"{name}.png")
     finally:
         errors = [e for e in chromium.console_errors() if not any(p.search(e) for p in page.expected)]
         chromium.driver.get("about:blank")

@@ -75,26 +75,15 @@ def fake() -> Iterator[tuple[FakeFleet, str]]:
         yield fleet, url
 
 
-def wait_for(driver: Any, script: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = driver.execute_script(script)
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for: {script}")
-        time.sleep(0.05)
-
-
-def drawn(driver: Any, revision: int, timeout: float = 10.0) -> None:
-    wait_for(driver, f"return document.documentElement.getAttribute('data-drawn-revision') === '{revision}'", timeout)
+def drawn(browser: Any, revision: int, timeout: float = 10.0) -> None:
+    browser.browser.drawn(revision, timeout)
 
 
 def test_each_device_is_a_cell_in_its_topology_group_with_its_state_in_colour_and_words(browser, fake) -> None:
     _, url = fake
     driver = browser.driver
     driver.get(url + "/fleet")
-    drawn(driver, 1)
+    drawn(browser, 1)
     cells = driver.execute_script("""
         return Array.from(document.querySelectorAll('.row[data-node="gpu-node-1"] .cell')).map(c => ({
           group: c.closest('[role=group]').getAttribute('aria-label'), text: c.innerText.replace(/\\s+/g, ' '),
@@ -118,7 +107,7 @@ def test_hovering_or_focusing_a_cell_shows_pod_claim_and_namespace(browser, fake
     _, url = fake
     driver = browser.driver
     driver.get(url + "/fleet")
-    drawn(driver, 1)
+    drawn(browser, 1)
     cell = driver.find_element("css selector", '.row[data-node="gpu-node-1"] .cell')
     ActionChains(driver).move_to_element(cell).perform()
     tip = driver.find_element("id", "fleet-tip")
@@ -126,7 +115,7 @@ def test_hovering_or_focusing_a_cell_shows_pod_claim_and_namespace(browser, fake
     assert tip.text.splitlines() == ["gpu-0 (NVIDIA H100 80GB HBM3): allocated", "pod team-a/train-de-1-0",
                                      "claim team-a/train-de-1-0-gpu", "namespace team-a"]
     ActionChains(driver).move_to_element(driver.find_element("tag name", "h1")).perform()
-    wait_for(driver, "return document.getElementById('fleet-tip').hidden")
+    browser.browser.wait_for("return document.getElementById('fleet-tip').hidden")
     second = driver.find_elements("css selector", '.row[data-node="gpu-node-1"] .cell')[2]
     driver.execute_script("arguments[0].focus()", second)
     assert tip.is_displayed() and "reserved" in tip.text and "claim team-a/train-de-1-2-gpu" in tip.text
@@ -139,7 +128,7 @@ def test_the_cells_are_reached_with_the_keyboard(browser, fake) -> None:
     _, url = fake
     driver = browser.driver
     driver.get(url + "/fleet")
-    drawn(driver, 1)
+    drawn(browser, 1)
     body = driver.find_element("tag name", "body")
     body.click()
     # Tab from the top: past the filter form's fields, then the first node's first cell
@@ -165,14 +154,14 @@ def test_a_new_revision_is_drawn_without_a_reload(browser, fake) -> None:
     fleet, url = fake
     driver = browser.driver
     driver.get(url + "/fleet")
-    drawn(driver, 1)
+    drawn(browser, 1)
     driver.execute_script("window.__sameDocument = true")
     changed = snaps.small(revision=2)
     node3 = changed["nodes"][2]
     node3["groups"][0]["devices"][0].update(state="allocated", pods=[{"namespace": "team-z", "name": "new-pod"}],
                                             claims=[{"namespace": "team-z", "name": "new-claim"}])
     fleet.snapshot = changed
-    drawn(driver, 2, timeout=8)
+    drawn(browser, 2, timeout=8)
     assert driver.execute_script("return window.__sameDocument") is True
     label = driver.find_element("css selector", '.row[data-node="gpu-node-3"] .cell').get_attribute("aria-label")
     assert "pod team-z/new-pod" in label
@@ -186,14 +175,14 @@ def test_the_filter_form_asks_the_api_with_its_parameters_and_draws_the_answer(b
     fleet, url = fake
     driver = browser.driver
     driver.get(url + "/fleet")
-    drawn(driver, 1)
+    drawn(browser, 1)
     only = snaps.fleet([snaps.node("gpu-node-3", model=snaps.MODELS[1])], revision=5,
                        filters={"model": snaps.MODELS[1]})
     fleet.snapshot = only
     driver.find_element("id", "fleet-f-model").send_keys(snaps.MODELS[1])
     driver.find_element("id", "fleet-f-nodeSelector").send_keys("topology.kubernetes.io/zone=b")
     driver.find_element("css selector", "#fleet-filters button[type=submit]").click()
-    drawn(driver, 5)
+    drawn(browser, 5)
     asked = next(q for q in fleet.queries if "model" in q)
     assert asked == {"model": snaps.MODELS[1], "nodeSelector": "topology.kubernetes.io/zone=b"}
     rows = driver.execute_script("return Array.from(document.querySelectorAll('#fleet-rows .row'))"
@@ -206,14 +195,14 @@ def test_an_api_error_is_shown_and_polling_goes_on(browser, fake) -> None:
     fleet, url = fake
     driver = browser.driver
     driver.get(url + "/fleet")
-    drawn(driver, 1)
+    drawn(browser, 1)
     browser.expect_console(r"/api/v1/fleet.*403")
     fleet.status = 403
-    wait_for(driver, "return document.getElementById('fleet-status').textContent.includes('HTTP 403')", 8)
+    browser.browser.wait_for("return document.getElementById('fleet-status').textContent.includes('HTTP 403')", 8)
     assert "no rights" in driver.find_element("id", "fleet-status").text
     fleet.status = 200
     fleet.snapshot = snaps.small(revision=3)
-    drawn(driver, 3, timeout=8)
+    drawn(browser, 3, timeout=8)
     assert driver.find_element("id", "fleet-status").text == ""
 
 
@@ -222,7 +211,7 @@ def test_5000_nodes_of_8_gpus_render_in_under_2_seconds(browser) -> None:
     with serve_in_thread(fleet.app) as url:
         driver = browser.driver
         driver.get(url + "/fleet")
-        drawn(driver, 1, timeout=60)
+        drawn(browser, 1, timeout=60)
         timing = driver.execute_script("""
             const nav = performance.getEntriesByType('navigation')[0];
             const mark = performance.getEntriesByName('fleet-drawn-1')[0];
