@@ -219,3 +219,24 @@ def test_5000_nodes_of_8_gpus_render_in_under_2_seconds(browser) -> None:
     assert timing["cells"] == 40_000
     # the issue's budget, measured from navigation start to the last cell drawn, on a loaded 2-core machine
     assert timing["drawn"] < 2000 * 2, timing
+
+
+def test_names_from_the_cluster_are_drawn_as_text_never_as_markup(browser, fake) -> None:
+    fleet, url = fake
+    hostile = "<img src=x id=injected>\"'&<em>"
+    entry = snaps.node("gpu-node-x" + hostile, states=["allocated"] * 8, namespace="ns" + hostile)
+    entry["labels"] = {"zone" + hostile: hostile}
+    entry["groups"][0]["name"] = hostile
+    entry["migParents"] = [{"device": hostile, "freeSlices": {hostile: 1}}]
+    fleet.snapshot = snaps.fleet([entry], revision=1)
+    driver = browser.driver
+    driver.get(url + "/fleet")
+    drawn(browser, 1)
+    assert driver.execute_script("return document.querySelectorAll('#injected, #fleet-rows em').length") == 0
+    row = driver.find_element("css selector", "#fleet-rows .row")
+    assert row.get_attribute("data-node") == "gpu-node-x" + hostile
+    assert hostile in row.text
+    cell = row.find_element("css selector", ".cell")
+    assert f"pod ns{hostile}/train-" in cell.get_attribute("aria-label")
+    group = cell.find_element("xpath", "ancestor::*[@role='group']")
+    assert group.get_attribute("aria-label") == f"pcieRoot {hostile}"
