@@ -44,8 +44,10 @@ def _count(summary: Mapping[str, Any], *keys: str) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _devices_line(summary: Mapping[str, Any]) -> str:
-    parts = [f'<span class="n s-{state}">{_count(summary, "devices", state)} {state}</span>' for state in STATES]
+def _devices_line(summary: Mapping[str, Any], *, zeros: bool = True) -> str:
+    """``N devices: a free, b allocated, ...``; a node's row leaves out the states it has none of."""
+    parts = [f'<span class="n s-{state}">{_count(summary, "devices", state)} {state}</span>' for state in STATES
+             if zeros or _count(summary, "devices", state)]
     return f'{_count(summary, "devices", "total")} devices: ' + ", ".join(parts)
 
 
@@ -132,7 +134,7 @@ def _node_row(node: Mapping[str, Any]) -> str:
     return (
         f'<div role="row" class="row" data-node="{name}"><div role="rowheader" class="c node">'
         f'<span class="node-name">{name}</span><span class="drivers">{drivers}</span>{labels}</div>'
-        f'<div role="cell" class="c devices">{_devices_line(summary)}</div>'
+        f'<div role="cell" class="c devices">{_devices_line(summary, zeros=False)}</div>'
         f'<div role="cell" class="c fits">{_tight_fits(summary)}</div>'
         f'<div role="cell" class="c num">{_count(summary, "largestFreeTightGroup")}</div>'
         f'<div role="cell" class="c num">{_count(summary, "stranded")}</div>'
@@ -169,8 +171,9 @@ def render_page(snapshot: Mapping[str, Any], *, base_path: str) -> str:
         f'<script src="{_e(base)}/fleet/static/fleet.js"></script></head><body>'
         '<header><h1>GPU fleet</h1>'
         f'<p id="fleet-meta">Revision <span id="fleet-revision">{_e(revision)}</span>'
-        f' · generated <span id="fleet-generated">{_e(snapshot.get("generatedAt", ""))}</span>'
-        f' · Kubernetes {_e(snapshot.get("kubernetesVersion", "?"))} · showing {_scope(snapshot)}</p>'
+        f' · generated <span id="fleet-generated">{_e(snapshot.get("generatedAt") or "now")}</span>'
+        f' · Kubernetes {_e(snapshot.get("kubernetesVersion") or "version unknown")} · showing {_scope(snapshot)}'
+        "</p>"
         '<p id="fleet-status" role="status" aria-live="polite"></p></header><main>'
         f"{_filters(snapshot, base)}{_summary(snapshot)}{_legend()}"
         '<section id="fleet-nodes" aria-labelledby="fleet-nodes-h"><h2 id="fleet-nodes-h">Nodes'

@@ -240,3 +240,33 @@ def test_names_from_the_cluster_are_drawn_as_text_never_as_markup(browser, fake)
     assert f"pod ns{hostile}/train-" in cell.get_attribute("aria-label")
     group = cell.find_element("xpath", "ancestor::*[@role='group']")
     assert group.get_attribute("aria-label") == f"pcieRoot {hostile}"
+
+
+def test_the_demo_fleet_built_by_the_model_is_drawn_with_each_allocation_on_its_pod(browser) -> None:
+    """The page against the model's own output (gpuclaim.fleet.model on the demo's inventory): no drift
+    between what the API emits and what the page reads."""
+    from gpuclaim.demo import inventory
+    from gpuclaim.dra.config import load_config
+    from gpuclaim.fleet import model
+
+    f = inventory.build()
+    snapshot = model.build_fleet(slices=f.of_kind("ResourceSlice"), claims=f.of_kind("ResourceClaim"),
+                                 nodes=f.of_kind("Node"), classes=f.of_kind("DeviceClass"), config=load_config({}))
+    held = [(n["name"], d) for n in snapshot["nodes"] for g in n["groups"] for d in g["devices"] if d["pods"]]
+    assert held, "the demo inventory holds allocated devices"
+    fleet = FakeFleet(snapshot)
+    with serve_in_thread(fleet.app) as url:
+        driver = browser.driver
+        driver.get(url + "/fleet")
+        drawn(browser, snapshot["revision"])
+        cells = driver.execute_script("""
+            return Array.from(document.querySelectorAll('#fleet-rows .row')).flatMap(r =>
+              Array.from(r.querySelectorAll('.cell')).map(c => [r.dataset.node, c.querySelector('.dn').textContent,
+                                                                 c.getAttribute('aria-label')]));""")
+        assert len(cells) == snapshot["summary"]["devices"]["total"]
+        labels = {(node, name): label for node, name, label in cells}
+        for node_name, device in held:
+            pod = device["pods"][0]
+            assert f"pod {pod['namespace']}/{pod['name']}" in labels[(node_name, device["name"])]
+        summary = driver.find_element("css selector", '#fleet-summary [data-field="freeMigSlices"]').text
+        assert summary == str(snapshot["summary"]["freeMigSlices"])

@@ -39,8 +39,10 @@
   }
 
   // the same text page.py renders, so a redraw reads as the server's page did
-  function devicesLine(s) {
-    return count(s, 'devices', 'total') + ' devices: ' + STATES.map(function (st) {
+  function devicesLine(s, zeros) {
+    return count(s, 'devices', 'total') + ' devices: ' + STATES.filter(function (st) {
+      return zeros || count(s, 'devices', st);
+    }).map(function (st) {
       return '<span class="n s-' + st + '">' + count(s, 'devices', st) + ' ' + st + '</span>';
     }).join(', ');
   }
@@ -109,7 +111,7 @@
     return '<div role="row" class="row" data-node="' + esc(node.name) + '"><div role="rowheader" class="c node">' +
       '<span class="node-name">' + esc(node.name) + '</span><span class="drivers">' +
       esc((node.drivers || []).join(', ')) + '</span>' + labels + '</div><div role="cell" class="c devices">' +
-      devicesLine(s) + '</div><div role="cell" class="c fits">' + fitsLine(s) + '</div><div role="cell" class="c num">' +
+      devicesLine(s, false) + '</div><div role="cell" class="c fits">' + fitsLine(s) + '</div><div role="cell" class="c num">' +
       count(s, 'largestFreeTightGroup') + '</div><div role="cell" class="c num">' + count(s, 'stranded') +
       '</div><div role="cell" class="c mig">' + migLine(node.migParents) + '</div><div role="cell" class="c cells">' +
       cellsHTML(node, rowIndex) + '</div></div>';
@@ -122,14 +124,14 @@
 
   function drawSummary(snap) {
     var s = snap.summary || {};
-    var fields = {devices: devicesLine(s), tightFits: fitsLine(s), stranded: String(count(s, 'stranded')),
+    var fields = {devices: devicesLine(s, true), tightFits: fitsLine(s), stranded: String(count(s, 'stranded')),
                   freeMigSlices: String(count(s, 'freeMigSlices'))};
     Object.keys(fields).forEach(function (k) {
       var dd = document.querySelector('#fleet-summary [data-field="' + k + '"]');
       if (dd) { dd.innerHTML = fields[k]; }
     });
     setText('fleet-revision', String(snap.revision));
-    setText('fleet-generated', snap.generatedAt || '');
+    setText('fleet-generated', snap.generatedAt || 'now');
     setText('fleet-node-count', '(' + (snap.nodes || []).length + ')');
   }
 
