@@ -19,7 +19,7 @@ from aiohttp import web
 
 from e2e.browser import Browser, missing
 
-__all__ = ["Browser", "artifacts_dir", "missing", "serve_in_thread"]
+__all__ = ["Browser", "Served", "artifacts_dir", "missing", "serve_in_thread"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,9 +28,24 @@ def artifacts_dir() -> Path:
     return Path(os.environ.get("GPUCLAIM_TEST_ARTIFACTS") or ROOT / ".test-artifacts") / "browser"
 
 
+class Served:
+    """An app served from its own thread: ``url``, and ``call(fn)`` to run ``fn`` on that thread's event loop (what
+    the app owns, a FleetIndex say, is only touched there)."""
+
+    def __init__(self, url: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.url = url
+        self.loop = loop
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        async def run() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+
 @contextlib.contextmanager
-def serve_in_thread(make_app: Callable[[], web.Application]) -> Iterator[str]:
-    """Serve an aiohttp app on loopback from its own thread and event loop (selenium blocks); yield its URL."""
+def serve_in_thread(make_app: Callable[[], web.Application]) -> Iterator[Served]:
+    """Serve an aiohttp app on loopback from its own thread and event loop (selenium blocks)."""
     loop = asyncio.new_event_loop()
     started: dict[str, Any] = {}
     ready = threading.Event()
@@ -59,7 +74,7 @@ def serve_in_thread(make_app: Callable[[], web.Application]) -> Iterator[str]:
     if "error" in started:
         raise started["error"]
     try:
-        yield f"http://127.0.0.1:{started['port']}"
+        yield Served(f"http://127.0.0.1:{started['port']}", loop)
     finally:
         asyncio.run_coroutine_threadsafe(started["runner"].cleanup(), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)

@@ -51,4 +51,7 @@ def browser(chromium: Browser, request: pytest.FixtureRequest) -> Iterator[PageB
     finally:
         errors = [e for e in chromium.console_errors() if not any(p.search(e) for p in page.expected)]
         chromium.driver.get("about:blank")
+        # what a test signed in with stays with it
+        chromium.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+        chromium.driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {}})
         assert errors == [], f"console errors on the page: {errors}"

@@ -71,8 +71,8 @@ class FakeFleet:
 @pytest.fixture
 def fake() -> Iterator[tuple[FakeFleet, str]]:
     fleet = FakeFleet(snaps.small())
-    with serve_in_thread(fleet.app) as url:
-        yield fleet, url
+    with serve_in_thread(fleet.app) as served:
+        yield fleet, served.url
 
 
 def drawn(browser: Any, revision: int, timeout: float = 10.0) -> None:
@@ -208,7 +208,8 @@ def test_an_api_error_is_shown_and_polling_goes_on(browser, fake) -> None:
 
 def test_5000_nodes_of_8_gpus_render_in_under_2_seconds(browser) -> None:
     fleet = FakeFleet(snaps.large(5000))
-    with serve_in_thread(fleet.app) as url:
+    with serve_in_thread(fleet.app) as served:
+        url = served.url
         driver = browser.driver
         driver.get(url + "/fleet")
         drawn(browser, 1, timeout=60)
@@ -255,7 +256,8 @@ def test_the_demo_fleet_built_by_the_model_is_drawn_with_each_allocation_on_its_
     held = [(n["name"], d) for n in snapshot["nodes"] for g in n["groups"] for d in g["devices"] if d["pods"]]
     assert held, "the demo inventory holds allocated devices"
     fleet = FakeFleet(snapshot)
-    with serve_in_thread(fleet.app) as url:
+    with serve_in_thread(fleet.app) as served:
+        url = served.url
         driver = browser.driver
         driver.get(url + "/fleet")
         drawn(browser, snapshot["revision"])
