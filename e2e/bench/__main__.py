@@ -15,7 +15,7 @@ from importlib import metadata
 
 import orjson
 
-BENCHMARKS = ("cel", "cache", "convert", "validate", "webhook", "extender", "hostile", "scheduler")
+BENCHMARKS = ("cel", "cache", "convert", "validate", "webhook", "extender", "hostile", "scheduler", "fleet")
 
 
 def _environment() -> dict[str, object]:
