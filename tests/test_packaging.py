@@ -95,6 +95,8 @@ def test_the_wheel_installs_only_the_gpuclaim_import_package(wheel: Path) -> Non
     assert top == {"gpuclaim", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
     assert not any(n.startswith(("e2e/", "tests/")) or "/e2e/" in n for n in names)
     assert "gpuclaim/double/apiserver/app.py" in names  # the demo's cluster double is product code
+    # the fleet page's script, stylesheet and icon are package data the fleet port serves
+    assert {f"gpuclaim/fleet/static/{f}" for f in ("fleet.js", "fleet.css", "favicon.svg")} <= set(names)
 
 
 def test_demo_without_its_extra_exits_2_with_the_install_hint(wheel: Path, tmp_path: Path) -> None:

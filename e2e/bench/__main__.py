@@ -15,7 +15,7 @@ from importlib import metadata
 
 import orjson
 
-BENCHMARKS = ("cel", "cache", "convert", "validate", "webhook", "extender", "hostile", "scheduler")
+BENCHMARKS = ("cel", "cache", "convert", "validate", "webhook", "extender", "hostile", "scheduler", "fleet")
 
 
 SCHEDULER_SHAPES = ("empty", "half", "full")  # e2e.bench.scheduler.SHAPES; not imported, it needs e2e.kube
