@@ -397,7 +397,9 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 def _secure(headers: Any) -> None:
     headers.setdefault("Content-Security-Policy", CSP)
     headers.setdefault("X-Content-Type-Options", "nosniff")
-    headers.setdefault("Referrer-Policy", "no-referrer")
+    # same-origin, not no-referrer: with no-referrer Chromium posts the sign-in form with "Origin: null", which the
+    # login's cross-site check must refuse; other sites still get no Referer
+    headers.setdefault("Referrer-Policy", "same-origin")
     headers.setdefault("Cache-Control", "no-store")
 
 

@@ -150,15 +150,11 @@ def test_a_viewer_without_rights_gets_the_sign_in_page_not_the_fleet(browser, fl
     assert answer == status
 
 
-@pytest.mark.xfail(strict=True, reason="gpuclaim/fleet/api.py sends Referrer-Policy: no-referrer, so Chromium's "
-                   "form POST carries 'Origin: null' and /fleet/login refuses it with 403 (its Origin check wants "
-                   "the host); fleet-core owns the fix (Referrer-Policy: same-origin, or accept Origin null)")
 def test_the_sign_in_form_keeps_the_token_in_a_cookie(browser, fleet_app) -> None:
     served, _ = fleet_app
     driver = browser.driver
     browser.expect_console(r"/fleet - Failed to load resource: the server responded with a status of 401")
     browser.expect_console(r"/favicon.ico - Failed to load resource: .* 404")
-    browser.expect_console(r"/fleet/login - Failed to load resource: .* 403")
     driver.get(served.url + "/fleet")
     driver.find_element("css selector", "input[name=token]").send_keys("t-admin")
     driver.find_element("css selector", "form button[type=submit]").click()
