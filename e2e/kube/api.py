@@ -40,6 +40,7 @@ _RESOURCES: dict[str, tuple[str, str, bool]] = {
     "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices", False),
     "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
     "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
+    "DeviceTaintRule": ("/apis/resource.k8s.io/v1", "devicetaintrules", False),  # served from 1.37
     "Deployment": ("/apis/apps/v1", "deployments", True),
     "ReplicaSet": ("/apis/apps/v1", "replicasets", True),
 }

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e.kube.api import Api, ApiError, path_of
+from e2e.kube.api import Api, ApiError, collection, path_of
 from gpuclaim.demo import workloads as wl
 
 Obj = dict[str, Any]
@@ -30,10 +30,18 @@ SNAPSHOT_KINDS = ("ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "De
 
 
 def snapshot(api: Api) -> dict[str, list[Obj]]:
+    """The objects the extender predicts from, DeviceTaintRules where served (1.37), and the cluster's /version
+    (``Version``: the prediction follows that version's kube-scheduler)."""
     out: dict[str, list[Obj]] = {}
     for kind in SNAPSHOT_KINDS:
         out[kind] = [{**item, "kind": kind, "apiVersion": "v1" if kind == "Node" else "resource.k8s.io/v1"}
                      for item in api.list(kind)]
+    status, rules = api.request("GET", collection("DeviceTaintRule"))
+    if status not in (200, 404):
+        raise ApiError("GET", collection("DeviceTaintRule"), status, rules)
+    out["DeviceTaintRule"] = [{**item, "kind": "DeviceTaintRule", "apiVersion": "resource.k8s.io/v1"}
+                              for item in (rules.get("items") or []) if status == 200]
+    out["Version"] = [api.get("/version")]
     return out
 
 

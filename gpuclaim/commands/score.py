@@ -111,11 +111,11 @@ def run(args: argparse.Namespace) -> int:
     from gpuclaim.extender.offline import InventoryError, OfflineView
 
     full = load_config_file(args.config)
-    kubernetes_model(args, full)  # checked here; the prediction follows one allocator model today (1.34's)
+    model = kubernetes_model(args, full)  # the kube-scheduler predicted: its allocator and taint rules
     config = full.extender
     pod = _load_pod(args.pod)
     try:
-        view = OfflineView.from_directory(args.cluster, config=config)
+        view = OfflineView.from_directory(args.cluster, config=config, model=model)
     except InventoryError as exc:
         raise UsageError(str(exc)) from None
     result = rows(pod, view, config, where=f"--pod {args.pod}")

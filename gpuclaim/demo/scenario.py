@@ -277,10 +277,15 @@ def locality(reason: str) -> float | None:
 
 
 def predictions(pod: Obj, objects: Mapping[str, list[Obj]], config: Any) -> list[Obj]:
-    """`gpuclaim score`'s rows for the pod on the double's current state (the extender's own prediction code)."""
-    view_objects = [o for kind in ("ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Node")
-                    for o in objects[kind]]
-    view = OfflineView(copy.deepcopy(view_objects), config=config)
+    """`gpuclaim score`'s rows for the pod on the double's current state (the extender's own prediction code), as
+    the kube-scheduler of ``objects["Version"]`` (a /version body) would allocate; the newest without one."""
+    from gpuclaim.dra import versions
+
+    view_objects = [o for kind in ("ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Node",
+                                   "DeviceTaintRule") for o in objects.get(kind, ())]
+    said = objects.get("Version")
+    model = versions.resolve(str(said[0].get("gitVersion"))).model if said else versions.NEWEST_MODEL
+    view = OfflineView(copy.deepcopy(view_objects), config=config, model=model)
     return score_rows(pod, view, config)
 
 

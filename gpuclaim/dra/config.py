@@ -305,6 +305,29 @@ class ExtenderConfig:
     max_nodes: int = field(default=15_000, metadata=_meta(_positive))
 
 
+# --- the fleet view (issue 26, docs/fleet.md) ---
+
+
+@dataclass(frozen=True, slots=True)
+class FleetConfig:
+    """The fleet page and API, served by the extender on a port of its own. ``listen`` None: not served."""
+
+    listen: str | None = field(default=None, metadata=_meta(_listen))
+    # the node labels the API returns and the nodeSelector filter is meant for (never all of a node's labels)
+    labels: tuple[str, ...] = field(default=("nvidia.com/gpu.product", "node.kubernetes.io/instance-type",
+                                             "topology.kubernetes.io/zone"), metadata=_meta(
+        _rule(lambda v: all(not names.check_label_key(n) for n in v), "must be label keys")))
+    # how long a TokenReview/SubjectAccessReview verdict is reused, and how many are kept
+    verdict_ttl_seconds: float = field(default=10.0, metadata=_meta(_positive))
+    max_verdicts: int = field(default=4096, metadata=_meta(_positive))
+    # namespaces asked about per viewer without a cluster-wide right (one SubjectAccessReview each)
+    max_namespace_reviews: int = field(default=256, metadata=_meta(_positive))
+    max_query_bytes: int = field(default=4096, metadata=_meta(_positive))
+    timeouts: ConnectionTimeouts = ConnectionTimeouts()
+    max_connections: int = field(default=256, metadata=_meta(_positive))
+    max_connections_per_source: int = field(default=32, metadata=_meta(_positive))
+
+
 # --- the Kubernetes version (issue 24) ---
 
 
@@ -419,6 +442,7 @@ class Config:
     mixed_nodes: Literal["avoid", "allow"] = "avoid"
     logging: LoggingConfig = LoggingConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
+    fleet: FleetConfig = FleetConfig()
     # Driver attribute schemas added to (or, with replace: true, replacing) the shipped ones: docs/driver-schemas.md
     schemas: tuple[DriverSchema, ...] = ()
 

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpuclaim.dra.api import DeviceID
-
-from .topology import NodeTopology
+from gpuclaim.dra.topology import NodeTopology
 
 Policy = Literal["binpack", "spread"]
 FIT_WEIGHT = 0.7

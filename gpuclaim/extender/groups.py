@@ -4,7 +4,9 @@ Thousands of nodes of one instance type differ, as far as a pod's claims can tel
 them. A node's *signature* for a pod is everything the allocator and the score read, with per-node
 identifiers replaced by their pattern:
 
-- per device, in search order: driver, device name, pool index, usable on the node, held or free, and the
+- the allocator's features (the cluster's Kubernetes version);
+- per device, in search order: driver, device name, pool index, usable on the node, held or free, binding
+  conditions (selectable or not in this version), and the
   outcome of every alternative's selector chain (class selectors, then request selectors, as dra.cel
   evaluates them, cached per device projection);
 - per ``matchAttribute`` name and per topology source: which devices share a value (values renumbered by first
@@ -81,13 +83,14 @@ def signature(state: Any, key: bytes, selector_chains: Sequence[Chain], attribut
             outcomes.append(ok)
         dev_id = candidate.id
         rows.append((dev_id.driver, dev_id.device, candidate.pool_index, candidate.on_node, dev_id in held,
-                     tuple(outcomes)))  # fmt: skip
+                     candidate.blocked, bool(device.binding_conditions), tuple(outcomes)))  # fmt: skip
     ids = [c.id for c in pools.candidates]
     attribute_patterns = tuple(_pattern([c.device.attributes.get(a) for c in pools.candidates]) for a in attributes)
     keys = state.topology.keys
     topology_patterns = tuple(_pattern([keys[d][k] for d in ids]) for k in range(len(state.topology.sources)))
     pool_shape = tuple((p.driver, p.incomplete, p.invalid is None) for p in pools.pools)
-    return (key, pool_shape, pools.pool_ranges, tuple(rows), attribute_patterns, topology_patterns)
+    return (key, state.features, pool_shape, pools.pool_ranges, tuple(rows), attribute_patterns,
+            topology_patterns)
 
 
 class GroupCache:

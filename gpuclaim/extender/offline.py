@@ -1,6 +1,7 @@
 """A cluster view read from an inventory directory (``gpuclaim score --cluster DIR``) or built in memory (tests).
 
-The directory holds ResourceSlice, ResourceClaim, ResourceClaimTemplate, DeviceClass and Node YAML, multi-document
+The directory holds ResourceSlice, ResourceClaim, ResourceClaimTemplate, DeviceClass, Node and DeviceTaintRule
+YAML, multi-document
 or ``kubectl get -o yaml`` List output, any file name ending in .yaml, .yml or .json, read in sorted order.
 Every node that has a Node object or a slice with ``nodeName`` is a candidate. Objects of other kinds are ignored;
 an object of one of these kinds that does not parse is an error naming the file, the document and the field.
@@ -14,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from gpuclaim.dra import allocator
+from gpuclaim.dra import allocator, taints, versions
 from gpuclaim.dra.api import (
     DeviceClass,
     DeviceID,
@@ -30,7 +31,7 @@ from gpuclaim.dra.config import ExtenderConfig
 from .groups import GroupCache
 from .predict import NodeState
 
-KINDS = ("ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Node")
+KINDS = ("ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Node", "DeviceTaintRule")
 _SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -39,8 +40,13 @@ class InventoryError(ValueError):
 
 
 class OfflineView:
-    def __init__(self, objects: Iterable[Mapping[str, Any]], *, config: ExtenderConfig) -> None:
+    def __init__(self, objects: Iterable[Mapping[str, Any]], *, config: ExtenderConfig,
+                 model: versions.KubernetesModel = versions.NEWEST_MODEL) -> None:
+        """``model``: the Kubernetes version whose kube-scheduler is predicted (``--kubernetes-version``)."""
         self.config = config
+        self.model = model
+        self.features = allocator.features_for(model)
+        self.rules: list[taints.TaintRule] = []
         self.slices: list[ResourceSlice] = []
         self.claims: dict[tuple[str, str], Mapping[str, Any]] = {}
         self.templates: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -53,13 +59,14 @@ class OfflineView:
         self._held: frozenset[DeviceID] | None = None
 
     @classmethod
-    def from_directory(cls, directory: Path, *, config: ExtenderConfig) -> OfflineView:
+    def from_directory(cls, directory: Path, *, config: ExtenderConfig,
+                       model: versions.KubernetesModel = versions.NEWEST_MODEL) -> OfflineView:
         if not directory.is_dir():
             raise InventoryError(f"--cluster {directory}: not a directory")
         files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in _SUFFIXES)
         if not files:
             raise InventoryError(f"--cluster {directory}: no .yaml, .yml or .json files")
-        view = cls((), config=config)
+        view = cls((), config=config, model=model)
         for path in files:
             try:
                 documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
@@ -94,6 +101,12 @@ class OfflineView:
             self.claims[key] = obj
         elif kind == "ResourceClaimTemplate":
             self.templates[key] = obj
+        elif kind == "DeviceTaintRule":
+            try:
+                self.rules.append(taints.parse_rule(obj))
+            except taints.RuleError as exc:
+                raise InventoryError(f"{where or 'DeviceTaintRule ' + name}: {exc}") from None
+            self.rules.sort(key=lambda r: r.name)
         elif name:
             self.nodes[name] = obj
 
@@ -129,12 +142,15 @@ class OfflineView:
             return None
         meta = self.nodes.get(name, {}).get("metadata") or {}
         node = allocator.NodeInfo(name, meta.get("labels") or {})
-        pools = allocator.gather_pools(node, sorted(self.slices, key=lambda s: (s.driver, s.pool.name, s.name)))
+        slices = sorted(self.slices, key=lambda s: (s.driver, s.pool.name, s.name))
+        # as kube-scheduler's slice tracker hands them to its allocator: with every matching DeviceTaintRule's taint
+        slices = taints.apply_to_slices(slices, self.rules, self.model, self._classes)
+        pools = allocator.gather_pools(node, slices, features=self.features)
         if self._held is None:
             self._held = frozenset(allocator.allocated_devices(self._parsed_claims()))
         held = self._held
         state = NodeState.build(config=self.config, pools=pools, is_held=held.__contains__,
-                                annotations=meta.get("annotations") or {})
+                                annotations=meta.get("annotations") or {}, features=self.features)
         self._states[name] = state
         return state
 

@@ -25,19 +25,21 @@ from typing import Any, Protocol
 
 import orjson
 
-from gpuclaim.dra import allocator, cel
+from gpuclaim.dra import allocator, cel, versions
 from gpuclaim.dra.api import Device, DeviceClass, DeviceID, NodeSelector, ResourceClaim, parse_resource_claim
 from gpuclaim.dra.api._read import Reader
 from gpuclaim.dra.api.nodeselector import parse_node_selector
 from gpuclaim.dra.config import ExtenderConfig
 from gpuclaim.dra.fieldpath import Path
+from gpuclaim.dra.topology import NVLINK, NodeTopology
 
 from . import fragmentation as frag
 from . import groups, score
-from .topology import NVLINK, NodeTopology
 
 _MAX_VERDICTS_PER_NODE = 64
 _UNKNOWN_NODE = "no ResourceSlice or Node known for this node"
+#: where no version is known (a view built in memory): the newest supported kube-scheduler at default gates
+NEWEST_FEATURES = allocator.features_for(versions.NEWEST_MODEL)
 
 
 @dataclass(eq=False)
@@ -51,6 +53,8 @@ class NodeState:
     # the candidates' ``driver/pool/device`` names, made once: the verdicts of every shape share these strings
     # (a node keeps up to 64 verdicts, and a fresh string per picked device was half of each verdict's bytes)
     device_names: tuple[str, ...] = ()
+    # the allocator the cluster's kube-scheduler runs (its version's features); `pools` were gathered with them
+    features: allocator.Features = NEWEST_FEATURES
 
     @property
     def name(self) -> str:
@@ -58,12 +62,13 @@ class NodeState:
 
     @classmethod
     def build(cls, *, config: ExtenderConfig, pools: allocator.NodePools, is_held: Callable[[DeviceID], bool],
-              annotations: Mapping[str, str] | None = None) -> NodeState:
+              annotations: Mapping[str, str] | None = None,
+              features: allocator.Features = NEWEST_FEATURES) -> NodeState:
         devices = [(c.id, c.device) for c in pools.candidates]
         held = frozenset(d for d, _ in devices if is_held(d))
         return cls(pools=pools, held=held, topology=NodeTopology(config=config, devices=devices,
                                                                   annotations=annotations),
-                   device_names=tuple(str(d) for d, _ in devices))  # fmt: skip
+                   device_names=tuple(str(d) for d, _ in devices), features=features)  # fmt: skip
 
 
 class ClusterView(Protocol):
@@ -320,7 +325,8 @@ def _simulate(state: NodeState, request: PodRequest, *, classes: Mapping[str, De
     short = _short_of_devices(state, claims)
     if short is not None:
         return score.NodeVerdict(node=state.name, score=None, devices=(), reason=short, strict=score.NO_DOMAINS)
-    outcome = allocator.allocate_on(state.pools, claims, classes=classes, allocated=state.held)
+    outcome = allocator.allocate_on(state.pools, claims, classes=classes, allocated=state.held,
+                                    features=state.features)
     if not outcome.ok:
         result = score.unfit(state.name, outcome)
     else:

@@ -25,9 +25,9 @@ from typing import NamedTuple
 from gpuclaim.dra.allocator import AllocationOutcome
 from gpuclaim.dra.api import DeviceID, ResourceClaim
 from gpuclaim.dra.config import ExtenderWeights
+from gpuclaim.dra.topology import Locality, NodeTopology
 
 from .fragmentation import Fragmentation, Policy
-from .topology import Locality, NodeTopology
 
 #: ``strict`` of a verdict with no pick: one shared empty mapping, not a dict per unknown or unfit node
 NO_DOMAINS: Mapping[str, bool] = MappingProxyType({})

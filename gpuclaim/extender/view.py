@@ -8,7 +8,8 @@ an event touches the node:
 - a ResourceClaim whose allocated devices changed -> the nodes of the pools those devices are in (every node
   if a pool is not node-local); claim updates that do not change the allocation (reservedFor, new claims)
   touch nothing;
-- a DeviceClass -> every node (selectors changed).
+- a DeviceClass -> every node (selectors changed);
+- a DeviceTaintRule -> every node (which devices it taints depends on its selector and the version).
 
 The cache's indexes are updated before subscribers run, so a state rebuilt after an event sees the event.
 """
@@ -21,10 +22,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from gpuclaim.dra import allocator
+from gpuclaim.dra import allocator, taints, versions
 from gpuclaim.dra.api import DeviceClass, DeviceID
 from gpuclaim.dra.config import Config
-from gpuclaim.kube.cache import ClusterCache, compact_node, default_specs
+from gpuclaim.kube.cache import ClusterCache, compact_node, default_specs, taint_rule_spec
 from gpuclaim.kube.reflector import Obj, WatchSpec
 
 from .groups import GroupCache
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 
 def extender_specs(config: Config) -> tuple[WatchSpec, ...]:
     """The cache's default watches, with Nodes kept as name, labels, the NVLink annotation and their extended
-    resources (mixed nodes) only."""
+    resources (mixed nodes) only, and DeviceTaintRules where the cluster serves them (kube-scheduler taints devices
+    with them before allocating)."""
     compact = functools.partial(compact_node, annotations=(config.extender.nvlink_annotation,))
 
     out = []
@@ -44,6 +46,7 @@ def extender_specs(config: Config) -> tuple[WatchSpec, ...]:
             spec = WatchSpec(spec.kind, spec.api_version, spec.plural, spec.label_selector, spec.namespaced,
                              compact)  # fmt: skip
         out.append(spec)
+    out.append(taint_rule_spec())
     return tuple(out)
 
 
@@ -67,6 +70,9 @@ class LiveView:
         self.rebuilds = 0
         self.needs_warm = True  # every state is gone (start, class change, cluster-wide slice): rebuild ahead
         self.warmed = False  # at least one full warm-up done since the start
+        self._model: versions.KubernetesModel | None = None  # the version the states were built for
+        self._features = allocator.features_for(versions.NEWEST_MODEL)
+        self._rules: list[taints.TaintRule] | None = None  # parsed DeviceTaintRules; None: parse again
         cache.subscribe(self.on_event)
 
     # ---- events ------------------------------------------------------------------------------------------------
@@ -98,6 +104,9 @@ class LiveView:
                     break
                 for node in nodes:
                     self._states.pop(node, None)
+        elif kind == "DeviceTaintRule":
+            self._rules = None
+            self._drop_all()
         elif kind == "DeviceClass":
             self._drop_all()
 
@@ -108,6 +117,7 @@ class LiveView:
     async def prewarm(self, *, chunk: int = 100) -> int:
         """Build the state of every known node ahead of the scheduler's calls, yielding to the event loop every
         ``chunk`` nodes; at 5,000 nodes this moves seconds of slice parsing off the first /prioritize."""
+        self.model()
         self.needs_warm = False
         names = set(self.cache.objects("Node"))
         names.update(str((o.get("spec") or {}).get("nodeName")) for o in self.cache.objects("ResourceSlice").values()
@@ -130,7 +140,34 @@ class LiveView:
         return self.cache.template(namespace, name)
 
     def classes(self) -> Mapping[str, DeviceClass]:
+        # a prediction asks for the classes once, before any node state: the moment to follow a version change
+        self.model()
         return self.cache.inventory.parsed_classes()  # parsed once by the cluster view; invalid ones left out
+
+    def model(self) -> versions.KubernetesModel:
+        """The Kubernetes version the cluster runs (``/version``, followed; or the pinned one), else the newest.
+        When it changes, every node state and shared verdict is dropped: they were predicted with the old one's
+        allocator."""
+        version = self.cache.version
+        model = version.model if version is not None else versions.NEWEST_MODEL
+        if model != self._model:
+            if self._model is not None:
+                log.info("predicting with Kubernetes %s's allocator (was %s)", model.name, self._model.name)
+            self._model = model
+            self._features = allocator.features_for(model)
+            self._rules = None
+            self.verdict_groups = GroupCache()
+            self._drop_all()
+        return model
+
+    def taint_rules(self) -> list[taints.TaintRule]:
+        """The DeviceTaintRules the cluster's kube-scheduler applies (none where its gate is off)."""
+        if self._rules is None:
+            rules, problems = taints.parse_rules(self.cache.taint_rules().values())
+            for problem in problems:
+                log.warning("%s; it taints no device in the prediction", problem)
+            self._rules = rules if self._model is None or taints.rules_apply(self._model) else []
+        return self._rules
 
     def node_state(self, name: str) -> NodeState | None:
         state = self._states.get(name)
@@ -142,9 +179,14 @@ class LiveView:
         if labels is None and not parsed:
             return None
         node_obj = self.cache.objects("Node").get(name) or {}
-        pools = allocator.gather_pools(allocator.NodeInfo(name, labels or {}), parsed)
+        model = self._model or self.model()
+        rules = self.taint_rules()
+        if rules:  # as kube-scheduler's slice tracker hands them to its allocator
+            parsed = taints.apply_to_slices(parsed, rules, model, self.classes())
+        pools = allocator.gather_pools(allocator.NodeInfo(name, labels or {}), parsed, features=self._features)
         state = NodeState.build(config=self.config.extender, pools=pools, is_held=self.cache.is_allocated,
-                                annotations=(node_obj.get("metadata") or {}).get("annotations") or {})
+                                annotations=(node_obj.get("metadata") or {}).get("annotations") or {},
+                                features=self._features)
         self._states[name] = state
         self.rebuilds += 1
         return state

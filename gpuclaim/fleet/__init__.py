@@ -1,1 +1,1 @@
-"""The fleet view (issue 26, docs/fleet.md): who uses which device, where devices sit free, used or stranded."""
+"""The fleet view (issue 26): which devices each pod got, where GPUs sit free, stranded or fragmented."""

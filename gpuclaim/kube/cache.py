@@ -80,6 +80,14 @@ def default_specs(template_selector: str | None = None) -> tuple[WatchSpec, ...]
     )
 
 
+def taint_rule_spec() -> WatchSpec:
+    """DeviceTaintRules, which kube-scheduler applies to devices before it allocates (dra/taints.py): v1 from 1.37,
+    v1beta2 (1.36) and v1alpha3 (1.35) where their gate is turned on. Optional: a cluster that serves none of them
+    (1.35/1.36 at default gates) has no rules, and start-up does not wait for them."""
+    return WatchSpec("DeviceTaintRule", "resource.k8s.io/v1", "devicetaintrules", optional=True,
+                     fallbacks=("resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3"))
+
+
 class ClusterCache:
     def __init__(self, client: KubeClient, *, registry: CollectorRegistry, rng: random.Random | None = None,
                  silence_timeout: float = 90.0, watch_timeout: float = 300.0, backoff_initial: float = 0.5,
@@ -224,6 +232,11 @@ class ClusterCache:
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         obj = self.reflectors["Namespace"].items.get(name)
         return None if obj is None else obj["metadata"].get("labels") or {}
+
+    def taint_rules(self) -> Mapping[str, Obj]:
+        """The DeviceTaintRules the cluster serves (none when DeviceTaintRule is not watched or not served)."""
+        reflector = self.reflectors.get("DeviceTaintRule")
+        return {} if reflector is None else reflector.items
 
     def device_class(self, name: str) -> Obj | None:
         return self.reflectors["DeviceClass"].items.get(name)

@@ -36,10 +36,22 @@ class WatchSpec:
     label_selector: str = ""
     namespaced: bool = False
     compact: Callable[[Obj], Obj] | None = None  # keep only what consumers need, to save memory
+    # A kind not every supported cluster serves (DeviceTaintRule: v1 from 1.37, v1beta2/v1alpha3 behind gates
+    # before). `api_version` first, then `fallbacks`; when none is served (404) the kind counts as synced and empty,
+    # and the reflector asks again every `absent_recheck` seconds: start-up never waits for it, and an upgraded
+    # control plane or an enabled gate is followed without a restart.
+    optional: bool = False
+    fallbacks: tuple[str, ...] = ()
+    absent_recheck: float = 60.0
 
     @property
     def path(self) -> str:
         return resource_path(self.api_version, self.plural)
+
+    @property
+    def paths(self) -> tuple[tuple[str, str], ...]:
+        """(apiVersion, path) in the order to try them."""
+        return tuple((v, resource_path(v, self.plural)) for v in (self.api_version, *self.fallbacks))
 
 
 class _Expired(Exception):
@@ -76,12 +88,14 @@ class Reflector:
         self.interner = interner
         self.page_size = page_size
         self.on_list = on_list  # after every complete list (the first and each relist)
+        self.path = spec.path  # the served version's path (an optional kind may fall back to an older version)
+        self.served_version: str | None = spec.api_version  # None: an optional kind the cluster does not serve
 
     def _touch(self) -> None:
         self.last_activity = self.clock()
 
     def _prepare(self, obj: Obj) -> Obj:
-        obj.setdefault("apiVersion", self.spec.api_version)
+        obj.setdefault("apiVersion", self.served_version or self.spec.api_version)
         obj.setdefault("kind", self.spec.kind)
         metadata = obj.get("metadata")
         if isinstance(metadata, dict):
@@ -95,6 +109,9 @@ class Reflector:
         while True:
             try:
                 if need_list:
+                    if self.spec.optional and not await self._find_served():
+                        await self.sleep(self.spec.absent_recheck)
+                        continue
                     await self._list()
                     need_list = False
                 started, delivered = self.clock(), await self._watch()
@@ -111,12 +128,42 @@ class Reflector:
                 log.warning("%s: watch silent for %.0fs, restarting", self.spec.kind, self.silence_timeout)
                 self.metrics.restarts.labels(self.spec.kind, "silent").inc()
             except (ApiError, ApiUnavailable, ValueError) as exc:  # ValueError: a malformed line in the stream
+                if self.spec.optional and isinstance(exc, ApiError) and exc.code == 404:
+                    need_list = True  # no longer served (downgrade, gate turned off): find out again
                 retry_after = exc.retry_after if isinstance(exc, ApiError) else None
                 delay = retry_after if retry_after is not None else self.backoff.next()
                 log.warning("%s: %s; retrying in %.2fs", self.spec.kind, exc, delay)
                 if not need_list:
                     self.metrics.restarts.labels(self.spec.kind, "error").inc()
                 await self.sleep(delay)
+
+    async def _find_served(self) -> bool:
+        """Pick the first served version of an optional kind; none served: empty, synced, and False."""
+        for version, path in self.spec.paths:
+            try:
+                await self.client.list(path, params={"limit": "1"}, time_limit=self.client.timeout)
+            except ApiError as exc:
+                if exc.code == 404:
+                    continue
+                if exc.code == 403:  # an older chart's role: run without the kind rather than never become ready
+                    log.warning("%s: not allowed to list %s (%s); treated as none until allowed", self.spec.kind,
+                                path, exc)
+                    break
+                raise
+            if version != self.served_version or path != self.path:
+                log.info("%s: served as %s", self.spec.kind, version)
+            self.served_version, self.path = version, path
+            return True
+        if self.served_version is not None:
+            log.info("%s: not served by this cluster (tried %s); treated as none", self.spec.kind,
+                     ", ".join(v for v, _ in self.spec.paths))
+        self.served_version = None
+        old_items, self.items = self.items, {}
+        for old in old_items.values():
+            self._emit("DELETED", old, None)
+        self._touch()
+        self.synced.set()
+        return False
 
     async def _list(self) -> None:
         # pages of `page_size`, as client-go's reflector does: bounds the response held in memory at once
@@ -128,7 +175,7 @@ class Reflector:
                 params["continue"] = token
             if self.spec.label_selector:
                 params["labelSelector"] = self.spec.label_selector
-            response = await self.client.list(self.spec.path, params=params,
+            response = await self.client.list(self.path, params=params,
                                               time_limit=max(self.client.timeout, 60.0))
             for item in response.get("items") or ():
                 obj = self._prepare(item)
@@ -168,7 +215,7 @@ class Reflector:
         if self.spec.label_selector:
             params["labelSelector"] = self.spec.label_selector
         delivered = 0
-        async with self.client.stream(self.spec.path, params=params, silence_timeout=self.silence_timeout) as events:
+        async with self.client.stream(self.path, params=params, silence_timeout=self.silence_timeout) as events:
             async for event in events:
                 self._apply(event)
                 delivered += 1

@@ -20,6 +20,9 @@ CLUSTER_VIEW: set[Grant] = {
     for verb in ("list", "watch")
 } | {("*", "", res, verb, "*") for res in ("namespaces", "nodes") for verb in ("list", "watch")}
 
+# the extender alone: the DeviceTaintRules kube-scheduler applies before allocating (dra/taints.py)
+TAINT_RULES: set[Grant] = {("*", "resource.k8s.io", "devicetaintrules", verb, "*") for verb in ("list", "watch")}
+
 WEBHOOK_WRITES: set[Grant] = {
     ("*", "resource.k8s.io", res, verb, "*")
     for res in ("resourceclaimtemplates", "resourceclaims")
@@ -103,7 +106,7 @@ def test_default_install_grants_exactly_the_needed_verbs(render: Any) -> None:
     granted, external = grants(render("default"))
     assert granted == {
         "gc-gpuclaim-webhook": CLUSTER_VIEW | WEBHOOK_WRITES | GC,
-        "gc-gpuclaim-extender": CLUSTER_VIEW,
+        "gc-gpuclaim-extender": CLUSTER_VIEW | TAINT_RULES,
         "gc-gpuclaim-certs": CERTS,
     }
     assert external == {}
@@ -143,7 +146,7 @@ def test_the_extender_can_write_nothing(render: Any) -> None:
 def test_without_builtin_certs_nobody_touches_secrets_or_webhook_configurations(render: Any, values_set: str) -> None:
     granted, _ = grants(render(values_set))
     assert granted == {"gc-gpuclaim-webhook": CLUSTER_VIEW | WEBHOOK_WRITES | GC,
-                       "gc-gpuclaim-extender": CLUSTER_VIEW}
+                       "gc-gpuclaim-extender": CLUSTER_VIEW | TAINT_RULES}
 
 
 def test_no_extender_means_no_extender_service_account_or_binding(render: Any) -> None:

@@ -198,7 +198,7 @@ def test_several_errors_are_reported_at_once() -> None:
 def test_schema_description_lists_camel_case_keys() -> None:
     keys = cfg.config_keys()
     assert set(keys) == {"conversion", "validation", "webhook", "extender", "cluster", "certs", "gc", "quota",
-                         "mixedNodes", "logging", "kubernetes", "schemas"}
+                         "mixedNodes", "logging", "kubernetes", "schemas", "fleet"}
     assert keys["kubernetes"] == {"version": "string", "featureGates": {"<name>": "bool"}}
     assert keys["gc"]["idleSeconds"] == "number"
     assert keys["webhook"]["maxBodyBytes"] == "int"

@@ -255,3 +255,28 @@ def test_any_extender_entry_is_accepted_or_refused_with_its_field(
     with pytest.raises(ExtenderConfigError) as refused:
         ExtenderConfig.from_dict(raw, index)
     assert str(refused.value).startswith(f"extenders[{index}].{broken}")
+
+
+@pytest.mark.parametrize(("git_version", "tainted_is_free"), [("v1.37.2", False), ("v1.35.4", True)])
+async def test_device_taint_rules_apply_as_the_control_planes_version_does(
+        fleet: Cluster, git_version: str, tainted_is_free: bool) -> None:
+    """1.37's scheduler taints devices with DeviceTaintRules before allocating; 1.35's reads none at default gates
+    (and its apiserver serves none: the double keeps the stored rule but answers 404 for the v1 path)."""
+    from gpuclaim.double.apiserver.app import SETTINGS
+
+    await hold(fleet, P5_A, 6)
+    await hold(fleet, P5_B, 8)
+    await hold(fleet, P4D, 8)
+    slices = (await fleet.client.list("/apis/resource.k8s.io/v1/resourceslices"))["items"]
+    (gpu_slice,) = [s for s in slices if s["spec"].get("nodeName") == P5_A and s["spec"]["driver"] == "gpu.nvidia.com"]
+    pool, free = gpu_slice["spec"]["pool"]["name"], [d["name"] for d in gpu_slice["spec"]["devices"][6:8]]
+    fleet.store.restore({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "broken"},
+                         "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": pool, "device": free[0]},
+                                  "taint": {"key": "example.com/broken", "effect": "NoSchedule"}}})
+    fleet.double.app[SETTINGS].git_version = git_version
+    await submit(fleet, "one", gpu_request(1))
+    scheduler = Scheduler(fleet.client)
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert (decision.outcome, decision.node) == ("scheduled", P5_A)
+    assert [r["device"] for r in decision.devices["gpu"]] == [free[0] if tainted_is_free else free[1]]

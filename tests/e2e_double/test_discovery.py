@@ -70,7 +70,8 @@ async def test_legacy_discovery_when_the_client_asks_for_plain_json(api: Any) ->
     assert resources["groupVersion"] == "resource.k8s.io/v1"
     assert {r["name"] for r in resources["resources"]} == {"resourceslices", "resourceclaims",
                                                            "resourceclaims/status", "resourceclaimtemplates",
-                                                           "deviceclasses"}
+                                                           "deviceclasses", "devicetaintrules",
+                                                           "devicetaintrules/status"}
     _, group, _ = await _get(api, "/apis/coordination.k8s.io")
     assert group["preferredVersion"] == {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
 

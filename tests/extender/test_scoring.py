@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from gpuclaim.dra import api
 from gpuclaim.dra.config import load_config
+from gpuclaim.dra.topology import NodeTopology
 from gpuclaim.extender import predict, score
 from gpuclaim.extender.offline import OfflineView
-from gpuclaim.extender.topology import NodeTopology
 
 from . import fleet
 

@@ -183,3 +183,73 @@ async def test_wait_synced_names_the_kinds_not_listed(double: RunningDouble, cli
         assert not view.synced
     finally:
         await view.stop()
+
+
+TAINT_RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
+
+
+def _taint_rule(name: str, device: str) -> dict[str, object]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name},
+            "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "n1", "device": device},
+                     "taint": {"key": "example.com/broken", "effect": "NoSchedule"}}}
+
+
+async def test_device_taint_rules_are_watched_where_served(double: RunningDouble, client: KubeClient,
+                                                         registry: CollectorRegistry) -> None:
+    from gpuclaim.kube.cache import taint_rule_spec
+
+    view = ClusterCache(client, registry=registry, silence_timeout=5.0, backoff_initial=0.01, backoff_cap=0.2,
+                        specs=(*default_specs(), taint_rule_spec()))
+    double.store.restore(_taint_rule("gpu-1-broken", "gpu-1"))
+    try:
+        await view.start()
+        await view.wait_synced(5)
+        assert set(view.taint_rules()) == {"gpu-1-broken"}
+        await client.create(TAINT_RULES, _taint_rule("gpu-2-broken", "gpu-2"))
+        await eventually(lambda: set(view.taint_rules()) == {"gpu-1-broken", "gpu-2-broken"})
+        await client.delete(f"{TAINT_RULES}/gpu-1-broken")
+        await eventually(lambda: set(view.taint_rules()) == {"gpu-2-broken"})
+    finally:
+        await view.stop()
+
+
+async def test_a_cluster_without_device_taint_rules_starts_with_none(tmp_path: object,
+                                                                     registry: CollectorRegistry) -> None:
+    """1.35 at default gates serves no DeviceTaintRule at any version: start-up must not wait for it, and the
+    kind is followed once the cluster serves it (an upgrade), without a restart."""
+    from pathlib import Path
+
+    from gpuclaim.double.apiserver import Settings, Store, serve
+    from gpuclaim.kube import config
+    from gpuclaim.kube.cache import taint_rule_spec
+
+    spec = taint_rule_spec()
+    spec = type(spec)(spec.kind, spec.api_version, spec.plural, optional=True, fallbacks=spec.fallbacks,
+                      absent_recheck=0.2)
+    running = await serve(store=Store(history_size=200), workdir=Path(str(tmp_path)),
+                          settings=Settings(bookmark_interval=0.2, git_version="v1.35.4"))
+    client = KubeClient(config.from_kubeconfig(running.kubeconfig), timeout=5.0)
+    view = ClusterCache(client, registry=registry, silence_timeout=5.0, backoff_initial=0.01, backoff_cap=0.2,
+                        specs=(*default_specs(), spec))
+    try:
+        await view.start()
+        await view.wait_synced(5)
+        assert view.taint_rules() == {}
+        assert view.reflectors["DeviceTaintRule"].served_version is None
+        assert "DeviceTaintRule" not in view.stale_kinds(5)
+        with pytest.raises(Exception, match="404"):
+            await client.create(TAINT_RULES, _taint_rule("r", "gpu-0"))
+        running.app[_settings_key()].git_version = "v1.37.2"  # the control plane was upgraded
+        await client.create(TAINT_RULES, _taint_rule("r", "gpu-0"))
+        await eventually(lambda: set(view.taint_rules()) == {"r"}, within=5)
+        assert view.reflectors["DeviceTaintRule"].served_version == "resource.k8s.io/v1"
+    finally:
+        await view.stop()
+        await client.close()
+        await running.close()
+
+
+def _settings_key() -> object:
+    from gpuclaim.double.apiserver.app import SETTINGS
+
+    return SETTINGS

@@ -145,6 +145,10 @@ class _Handlers:
         group = request.match_info.get("group", "")
         try:
             target = _parse_target(group, request.match_info["tail"].strip("/").split("/"))
+            if target.rt.since_minor and versions.resolve(self.app[SETTINGS].git_version).model.minor \
+                    < target.rt.since_minor:
+                raise _not_served(f"{target.rt.api_version} {target.rt.plural} (Kubernetes "
+                                  f"{self.app[SETTINGS].git_version} does not serve it)")
             context.subresource = target.subresource
             verb = _verb(request, target)
             drop_after = None

@@ -17,6 +17,9 @@ class ResourceType:
     # what discovery says about the type, as kube-apiserver 1.37 says it: kubectl resolves `po` or `all` with these
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
+    # the first minor that serves the type at this version: playing an older minor, the double answers 404 as
+    # that kube-apiserver does at default gates
+    since_minor: int = 0
 
     @property
     def api_version(self) -> str:
@@ -43,6 +46,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType(_RESOURCE, "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True,
                  immutable_spec=True),
     ResourceType(_RESOURCE, "v1", "deviceclasses", "DeviceClass", namespaced=False),
+    # kube-scheduler taints matching devices with these before allocating (1.37 GA, v1; the extender predicts so)
+    ResourceType(_RESOURCE, "v1", "devicetaintrules", "DeviceTaintRule", namespaced=False, status_subresource=True,
+                 since_minor=37),
     ResourceType("", "v1", "namespaces", "Namespace", namespaced=False, status_subresource=True,
                  short_names=("ns",)),
     ResourceType("", "v1", "nodes", "Node", namespaced=False, status_subresource=True, short_names=("no",)),

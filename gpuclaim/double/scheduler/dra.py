@@ -1,5 +1,7 @@
-"""The DynamicResources plugin of kube-scheduler 1.34 (PreEnqueue, PreFilter, Filter) on a snapshot of the double.
+"""The DynamicResources plugin of kube-scheduler (PreEnqueue, PreFilter, Filter) on a snapshot of the double.
 
+The version is the control plane's (its /version): its allocator features, and the DeviceTaintRules its slice
+tracker applies to the slices before allocating (`dra.taints`).
 Feasibility on a node is `dra.allocator` run on the slices that node sees, with the devices every claim's
 `status.allocation` already holds (adminAccess results excluded) and the pod's unallocated claims in pod order.
 A claim already allocated only constrains the node through its `allocation.nodeSelector`.
@@ -7,11 +9,11 @@ A claim already allocated only constrains the node through its `allocation.nodeS
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuclaim.dra import allocator
+from gpuclaim.dra import allocator, taints, versions
 from gpuclaim.dra.api import (
     DeviceClass,
     DeviceID,
@@ -53,19 +55,24 @@ class Snapshot:
     slices: list[ResourceSlice]
     nodes: list[Obj]
     allocated: set[DeviceID] = field(default_factory=set)
+    features: allocator.Features = field(default_factory=lambda: allocator.features_for(versions.NEWEST_MODEL))
     _pools: dict[str, allocator.NodePools] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, *, claims: list[Obj], classes: list[Obj], slices: list[Obj], nodes: list[Obj]) -> Snapshot:
+    def build(cls, *, claims: list[Obj], classes: list[Obj], slices: list[Obj], nodes: list[Obj],
+              model: versions.KubernetesModel = versions.NEWEST_MODEL, taint_rules: Sequence[Obj] = ()) -> Snapshot:
         parsed_classes = {}
         for raw in classes:
-            model, _ = parse_device_class(raw)
-            if model is not None:
-                parsed_classes[model.name] = model
+            parsed, _ = parse_device_class(raw)
+            if parsed is not None:
+                parsed_classes[parsed.name] = parsed
         parsed_slices = [m for m in (parse_resource_slice(raw)[0] for raw in slices) if m is not None]
+        rules, _ = taints.parse_rules(taint_rules)  # the double's apiserver validated them
+        parsed_slices = taints.apply_to_slices(parsed_slices, rules, model, parsed_classes)
         parsed_claims = [m for m in (parse_resource_claim(raw)[0] for raw in claims) if m is not None]
         by_key = {(c["metadata"].get("namespace", ""), c["metadata"]["name"]): c for c in claims}
-        return cls(by_key, parsed_classes, parsed_slices, nodes, allocator.allocated_devices(parsed_claims))
+        return cls(by_key, parsed_classes, parsed_slices, nodes, allocator.allocated_devices(parsed_claims),
+                   allocator.features_for(model))
 
     def pools(self, node: Obj) -> allocator.NodePools:
         """The node's pools, gathered once per snapshot (their selector caches then serve every pod)."""
@@ -73,7 +80,7 @@ class Snapshot:
         pools = self._pools.get(name)
         if pools is None:
             info = allocator.NodeInfo(name, dict(node["metadata"].get("labels") or {}))
-            pools = self._pools[name] = allocator.gather_pools(info, self.slices)
+            pools = self._pools[name] = allocator.gather_pools(info, self.slices, features=self.features)
         return pools
 
 
@@ -138,7 +145,8 @@ def filter_node(node: Obj, claims: PodClaims, snapshot: Snapshot) -> NodeFit:
     if not claims.pending:
         return NodeFit(True)
     outcome = allocator.allocate_on(snapshot.pools(node), [model for _, model in claims.pending],
-                                    classes=snapshot.classes, allocated=snapshot.allocated)
+                                    classes=snapshot.classes, allocated=snapshot.allocated,
+                                    features=snapshot.features)
     if outcome.status == "error":
         return NodeFit(False, error=outcome.error)
     if not outcome.ok:

@@ -40,7 +40,8 @@ from gpuclaim.double.scheduler.extenders import (
     ExtenderError,
     HTTPExtender,
 )
-from gpuclaim.kube.client import ApiError, KubeClient
+from gpuclaim.dra import taints, versions
+from gpuclaim.kube.client import ApiError, ApiUnavailable, KubeClient, resource_path
 
 Obj = dict[str, Any]
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
@@ -117,11 +118,26 @@ class Scheduler:
             head = {"apiVersion": listed.get("apiVersion"), "kind": str(listed.get("kind", "")).removesuffix("List")}
             return [{**head, **item} for item in listed["items"]]
 
-        pods, nodes, claims, classes, slices = await asyncio.gather(
+        async def rules(model: versions.KubernetesModel) -> list[Obj]:
+            if not taints.rules_apply(model):  # its slice tracker does not read them
+                return []
+            return await items(resource_path(taints.RULE_API_VERSIONS[model.minor], "devicetaintrules"))
+
+        model = await self._model()
+        pods, nodes, claims, classes, slices, taint_rules = await asyncio.gather(
             items("/api/v1/pods"), items("/api/v1/nodes"), items(f"{_RESOURCE}/resourceclaims"),
-            items(f"{_RESOURCE}/deviceclasses"), items(f"{_RESOURCE}/resourceslices"))
+            items(f"{_RESOURCE}/deviceclasses"), items(f"{_RESOURCE}/resourceslices"), rules(model))
         nodes.sort(key=lambda n: n["metadata"]["name"])
-        return pods, dra.Snapshot.build(claims=claims, classes=classes, slices=slices, nodes=nodes)
+        return pods, dra.Snapshot.build(claims=claims, classes=classes, slices=slices, nodes=nodes, model=model,
+                                        taint_rules=taint_rules)
+
+    async def _model(self) -> versions.KubernetesModel:
+        """The version kube-scheduler runs is the control plane's: its /version (the newest when unreadable)."""
+        try:
+            body = await self.client.get("/version")
+            return versions.resolve(str(body.get("gitVersion"))).model
+        except (ApiError, ApiUnavailable, versions.VersionError):
+            return versions.NEWEST_MODEL
 
     def pending(self, pods: list[Obj]) -> list[Obj]:
         return sorted((p for p in pods if not (p.get("spec") or {}).get("nodeName")

@@ -331,3 +331,8 @@ def device_node_binding(candidate: Candidate) -> tuple[str | None, NodeSelector 
     if candidate.slice.per_device_node_selection:
         return candidate.device.node_name, candidate.device.node_selector
     return candidate.slice.node_name, candidate.slice.node_selector
+
+
+# the fleet view (gpuclaim/fleet/model.py) reads counters as the allocator does
+counter_values = _counter_values
+consumption = _consumption
