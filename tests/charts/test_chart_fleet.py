@@ -58,7 +58,7 @@ def test_the_fleet_viewer_cluster_role_grants_exactly_the_reads_of_the_view_and_
     # fleet; the rest is what `gpuclaim fleet` lists live (tests/test_fleet_command.py checks they agree)
     assert granted(role) == {("", "pods", "list"), ("", "nodes", "list"),
                              *(("resource.k8s.io", r, "list") for r in ("resourceclaims", "resourceslices",
-                                                                       "deviceclasses"))}
+                                                                       "deviceclasses", "devicetaintrules"))}
     assert not [o for o in rendered if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
                 and "fleet" in o["metadata"]["name"]]
     assert not named(rendered, "Role", "-fleet-viewer") and not named(rendered, "ClusterRole", "-fleet-devices")
@@ -83,8 +83,8 @@ def test_viewers_and_namespace_viewers_get_the_bindings_the_values_name(render: 
         assert bound["subjects"] == entry["subjects"]
     # the device inventory (no tenant names) that `fleet pods -n NS` also lists, for every namespace viewer
     (devices,) = named(rendered, "ClusterRole", "-fleet-devices")
-    assert granted(devices) == {("resource.k8s.io", "resourceslices", "list"),
-                                ("resource.k8s.io", "deviceclasses", "list")}
+    assert granted(devices) == {("resource.k8s.io", r, "list") for r in ("resourceslices", "deviceclasses",
+                                                                         "devicetaintrules")}
     (devices_binding,) = named(rendered, "ClusterRoleBinding", "-fleet-devices")
     assert devices_binding["subjects"] == [s for e in values["namespaceViewers"] for s in e["subjects"]]
 
