@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import os
 import re
 import sys
@@ -165,7 +166,8 @@ def snapshot(args: argparse.Namespace) -> tuple[Obj, Any]:
     fleet = model.build_fleet(
         slices=objects.of("ResourceSlice"), claims=objects.of("ResourceClaim"), nodes=objects.of("Node"),
         taint_rules=objects.of("DeviceTaintRule"), classes=objects.of("DeviceClass"), config=config,
-        model=resolved.model, kubernetes_version=_v(version or str(resolved.read)))
+        model=resolved.model, kubernetes_version=_v(version or str(resolved.read)),
+        generated_at=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     return fleet, objects
 
 

@@ -136,6 +136,7 @@ def test_nodes_json_is_the_fleet_document_and_counts_every_device_once(
     doc = json.loads(out)
     assert (doc["apiVersion"], doc["kind"]) == ("gpuclaim.io/v1alpha1", "Fleet")
     assert doc["kubernetesVersion"].startswith("v1.35")
+    assert re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ", doc["generatedAt"])
     truth = slice_devices(demo_objects())
     nodes = {n["name"]: n for n in doc["nodes"]}
     assert set(nodes) == {n for n, c in truth.items() if c}
