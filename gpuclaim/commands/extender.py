@@ -1,6 +1,6 @@
 """`gpuclaim extender [--config FILE] [--listen HOST:PORT] [--tls-cert F --tls-key F] [--metrics-listen HOST:PORT]
-[--kubeconfig FILE]`: the scheduler extender server (POST /prioritize, POST /filter, /healthz, /readyz; /metrics
-on the metrics port).
+[--kubeconfig FILE] [--fleet-listen HOST:PORT]`: the scheduler extender server (POST /prioritize, POST /filter,
+/healthz, /readyz; /metrics on the metrics port; the fleet view on the fleet port when one is given).
 
 It needs the cluster: an explicit kubeconfig, the in-cluster service account, or $KUBECONFIG/~/.kube/config.
 Without any of them it refuses to start (exit 2 with the reason): a scorer without a cluster view would only
@@ -22,6 +22,9 @@ from gpuclaim.exitstatus import ExitStatus, UsageError
 def configure(parser: argparse.ArgumentParser) -> None:
     add_server_arguments(parser, section="extender", serves="scheduler-facing")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
+    parser.add_argument("--fleet-listen", metavar="HOST:PORT",
+                        help="also serve the fleet page and API there, TLS with the serving certificate "
+                             "(overrides fleet.listen; docs/fleet.md)")
 
 
 def _listen(value: str, flag: str) -> str:
@@ -42,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     ext = config.extender
     listen = _listen(args.listen or ext.listen, "--listen")
     metrics_listen = _listen(args.metrics_listen or ext.metrics_listen, "--metrics-listen")
+    fleet_text = args.fleet_listen or config.fleet.listen
+    fleet_listen = _listen(fleet_text, "--fleet-listen") if fleet_text else None
     cert = args.tls_cert or (Path(ext.tls.cert_file) if ext.tls.cert_file else None)
     key = args.tls_key or (Path(ext.tls.key_file) if ext.tls.key_file else None)
     if (cert is None) != (key is None):
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                                                       interval=config.certs.reload_interval_seconds)
         except (OSError, material.MaterialError, ValueError) as exc:
             raise UsageError(f"--tls-cert/--tls-key: no usable certificate pair: {exc}") from None
-    application = app.create_app(config, api=api, reloader=reloader)
+    application = app.create_app(config, api=api, reloader=reloader, fleet_listen=fleet_listen)
     try:
         asyncio.run(serving.serve(application, listen=listen, metrics_listen=metrics_listen,
                                   registry=application[keys.REGISTRY],

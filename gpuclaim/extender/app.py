@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -40,9 +41,11 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 
 def create_app(config: Config, *, api: Any = None, view: ClusterView | None = None,
                registry: CollectorRegistry | None = None, readiness: Readiness | None = None,
-               reloader: CertReloader | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+               reloader: CertReloader | None = None, max_body_bytes: int = MAX_BODY_BYTES,
+               fleet_listen: str | None = None) -> web.Application:
     """The extender app. `api`: a kube ApiConfig to watch the cluster with (the app starts and stops the cache and
-    the warm-up task); else `view` is the cluster view to answer from. `reloader`: the serving certificate's."""
+    the warm-up task); else `view` is the cluster view to answer from. `reloader`: the serving certificate's.
+    `fleet_listen`: also serve the fleet view (gpuclaim/fleet/api.py) there, from the same cache (needs `api`)."""
     if (api is None) == (view is None):
         raise ValueError("create_app: give exactly one of api (watch the cluster) or view (a ready view)")
     app = web.Application(client_max_size=max_body_bytes)
@@ -55,7 +58,8 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     readiness = readiness or Readiness()
     app[keys.MIXED] = None
     if api is not None:
-        view = _watch_cluster(app, config, api, registry, readiness)
+        view = _watch_cluster(app, config, api, registry, readiness, fleet_listen=fleet_listen,
+                              ssl_context=reloader.context if reloader is not None else None)
     assert view is not None
     if reloader is not None:
         readiness.add("certificate", lambda: (reloader.loaded, "loaded" if reloader.loaded else "not loaded"))
@@ -76,7 +80,8 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
 
 
 def _watch_cluster(app: web.Application, config: Config, api: Any, registry: CollectorRegistry,
-                   readiness: Readiness) -> ClusterView:
+                   readiness: Readiness, *, fleet_listen: str | None = None,
+                   ssl_context: ssl.SSLContext | None = None) -> ClusterView:
     """The live view over a cluster cache; the cache and the warm-up run while the app runs."""
     from gpuclaim.kube.cache import ClusterCache  # the kubernetes client costs import time: only with a cluster
     from gpuclaim.kube.client import KubeClient
@@ -96,6 +101,11 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
 
     app[keys.MIXED] = MixedNodes(cache, config.conversion, policy=config.mixed_nodes)
     app[keys.MIXED].register(registry)
+    if fleet_listen is not None:
+        from gpuclaim.fleet import serve as fleet_serve
+
+        app.cleanup_ctx.append(fleet_serve.attach(config, cache=cache, client=client, listen=fleet_listen,
+                                                  ssl_context=ssl_context))
     readiness.add("cluster", view.ready)
     readiness.add("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))
 

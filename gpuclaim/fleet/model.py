@@ -367,16 +367,19 @@ class FleetIndex:
         return self._chains
 
     # ---- computation ---------------------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Recompute the dirty nodes; bump ``revision`` when any node's JSON changed."""
+    def flush(self, limit: int | None = None) -> int:
+        """Recompute the dirty nodes (at most ``limit`` of them); bump ``revision`` when any node's JSON changed.
+        Returns how many dirty nodes are left (a background task flushes in steps, so no read waits long)."""
         if self._all_dirty:
             self._dirty.update(self._nodes)
             self._dirty.update(n for n, s in self._node_slices.items() if s)
             self._all_dirty = False
         if not self._dirty:
-            return
+            return 0
+        batch = self._dirty if limit is None or len(self._dirty) <= limit else \
+            {self._dirty.pop() for _ in range(limit)}
         changed = False
-        for node in self._dirty:
+        for node in sorted(batch):
             entry = self._compute(node)
             old = self._nodes.get(node)
             if entry is None:
@@ -389,9 +392,11 @@ class FleetIndex:
                     self._order = None
                 self._nodes[node] = entry
                 changed = True
-        self._dirty.clear()
+        if batch is self._dirty:
+            self._dirty = set()
         if changed:
             self.revision += 1
+        return len(self._dirty)
 
     def _compute(self, node: str) -> NodeEntry | None:
         names = self._node_slices.get(node) or set()
