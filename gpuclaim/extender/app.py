@@ -105,7 +105,7 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
         from gpuclaim.fleet import serve as fleet_serve
 
         app.cleanup_ctx.append(fleet_serve.attach(config, cache=cache, client=client, listen=fleet_listen,
-                                                  ssl_context=ssl_context))
+                                                  ssl_context=ssl_context, registry=registry))
     readiness.add("cluster", view.ready)
     readiness.add("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))
 

@@ -1,24 +1,26 @@
 """The fleet's Prometheus metrics (docs/fleet.md, "Metrics"), read from the FleetIndex at scrape time.
 
 Cardinality is bounded by the fleet's shape, never by its devices or workloads: one series per node x driver x
-model x state for `gpuclaim_fleet_devices` (five states), one per node x driver for the other two. No pod, claim,
-namespace or device name is ever a label value, so a scrape shows nothing the fleet page's access rules hide.
+model x state for `gpuclaim_fleet_devices` (the five states, each present at 0 too, so a series never vanishes
+when its last device changes state), one per node x driver for the other two. No pod, claim, namespace or device
+name is ever a label value, so a scrape shows nothing the fleet page's access rules hide.
 
 The families are rebuilt only when the index's revision moved; between changes a scrape re-serves the families of
-the last revision (one snapshot's worth of series, owned by the collector).
+the last revision (one fleet's worth of series, owned by the collector). The collector reads the index on the
+scrape's thread: register it only where /metrics is served on the index's event loop (gpuclaim/serving/metrics.py
+serves it through aiohttp there), since FleetIndex is not thread-safe.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from collections import Counter
+from collections.abc import Iterable, Iterator
 
-import orjson
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-STATES = ("free", "allocated", "reserved", "tainted", "unhealthy")
+from gpuclaim.fleet import model
+
 DEVICES = "gpuclaim_fleet_devices"
 LARGEST_FREE_TIGHT_GROUP = "gpuclaim_fleet_largest_free_tight_group"
 STRANDED = "gpuclaim_fleet_stranded_devices"
@@ -26,80 +28,57 @@ STRANDED = "gpuclaim_fleet_stranded_devices"
 NAMES = (DEVICES, LARGEST_FREE_TIGHT_GROUP, STRANDED)
 
 
-class Index(Protocol):
-    """What the collector needs of gpuclaim.fleet.model.FleetIndex."""
+def _empty() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+    return (
+        GaugeMetricFamily(DEVICES, "Devices by node, driver, model and state (free, allocated, reserved, tainted, "
+                          "unhealthy; docs/fleet.md)", labels=("node", "driver", "model", "state")),
+        GaugeMetricFamily(LARGEST_FREE_TIGHT_GROUP, "The most free devices of one driver on the node that one tight "
+                          "topology group holds: the largest tight job that still fits there",
+                          labels=("node", "driver")),
+        GaugeMetricFamily(STRANDED, "Free devices of the node no job can take: the counters they need are consumed "
+                          "(docs/fleet.md)", labels=("node", "driver")),
+    )
 
-    @property
-    def revision(self) -> int: ...
 
-
-def families(fleet: Mapping[str, Any]) -> list[GaugeMetricFamily]:
-    """The three gauge families of one snapshot (the contract's `Fleet` document, cluster-wide, unfiltered)."""
-    devices = GaugeMetricFamily(DEVICES, "Devices by node, driver, model and state (free, allocated, reserved, "
-                                "tainted, unhealthy; docs/fleet.md)", labels=("node", "driver", "model", "state"))
-    largest = GaugeMetricFamily(LARGEST_FREE_TIGHT_GROUP, "The most free devices of one driver on the node that "
-                                "one tight topology group holds (the largest tight job that still fits there)",
-                                labels=("node", "driver"))
-    stranded = GaugeMetricFamily(STRANDED, "Free devices of the node no tight job shape can use (docs/fleet.md)",
-                                 labels=("node", "driver"))
-    for node in fleet.get("nodes") or ():
-        name = str(node.get("name", ""))
-        counts: dict[tuple[str, str, str], int] = {}
-        free_by_group: dict[tuple[str, str, str], int] = {}
-        stranded_by_driver: dict[str, int] = {}
-        drivers = [str(d) for d in node.get("drivers") or ()]
-        for group in node.get("groups") or ():
-            for device in group.get("devices") or ():
-                driver, model = str(device.get("driver", "")), str(device.get("model") or "")
-                state = str(device.get("state", "free"))
-                counts[(driver, model, state)] = counts.get((driver, model, state), 0) + 1
-                if driver not in drivers:
-                    drivers.append(driver)
-                if state == "free" and not device.get("migParent"):
-                    key = (driver, str(group.get("kind", "")), str(group.get("name", "")))
-                    free_by_group[key] = free_by_group.get(key, 0) + 1
-                if device.get("stranded"):
-                    stranded_by_driver[driver] = stranded_by_driver.get(driver, 0) + 1
-        models = sorted({(d, m) for d, m, _ in counts})
-        for driver, model in models:
-            for state in STATES:  # every state of a present (driver, model): a series never vanishes at 0
-                devices.add_metric((name, driver, model, state), counts.get((driver, model, state), 0))
-        summary = node.get("summary") or {}
-        for driver in sorted(drivers):
-            tight = [n for (d, kind, _), n in free_by_group.items() if d == driver and kind != "node"]
-            if len(drivers) == 1 and "largestFreeTightGroup" in summary:
-                tight = [int(summary["largestFreeTightGroup"])]
-            largest.add_metric((name, driver), max(tight, default=0))
-            if len(drivers) == 1 and "stranded" in summary:
-                stranded.add_metric((name, driver), int(summary["stranded"]))
-            else:
-                stranded.add_metric((name, driver), stranded_by_driver.get(driver, 0))
+def families(entries: Iterable[model.NodeEntry]) -> list[GaugeMetricFamily]:
+    """The three gauge families of the fleet's nodes (FleetIndex.nodes(), cluster-wide and unfiltered)."""
+    devices, largest, stranded = _empty()
+    for entry in entries:
+        by_driver: dict[str, list[model.DeviceRow]] = {}
+        for row in entry.rows:
+            by_driver.setdefault(row.id.driver, []).append(row)
+        for driver, rows in sorted(by_driver.items()):
+            counts = Counter((r.model or "", r.state) for r in rows)
+            for device_model in sorted({m for m, _ in counts}):
+                for state in model.STATES:
+                    devices.add_metric((entry.name, driver, device_model, state), counts[(device_model, state)])
+            # one driver: the node's summary, computed once per change; several: that driver's devices alone
+            summary = entry.summary if len(by_driver) == 1 else model.summarize(rows)
+            largest.add_metric((entry.name, driver), summary["largestFreeTightGroup"])
+            stranded.add_metric((entry.name, driver), summary["stranded"])
     return [devices, largest, stranded]
 
 
 class FleetCollector(Collector):
-    """A custom collector over the FleetIndex: `read()` gives the whole fleet's snapshot (JSON bytes or a dict)."""
+    """A custom collector over a FleetIndex."""
 
-    def __init__(self, index: Index, read: Callable[[], bytes | Mapping[str, Any]]) -> None:
+    def __init__(self, index: model.FleetIndex) -> None:
         self._index = index
-        self._read = read
-        self._lock = threading.Lock()  # the scrape may run on the exporter's thread
         self._cached: tuple[int, list[GaugeMetricFamily]] | None = None
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        entries = self._index.nodes()  # flushes the dirty nodes, so the revision below is current
         revision = self._index.revision
-        with self._lock:
-            if self._cached is None or self._cached[0] != revision:
-                raw = self._read()
-                fleet = orjson.loads(raw) if isinstance(raw, bytes | bytearray | memoryview) else raw
-                self._cached = (revision, families(fleet))
-            built = self._cached[1]
-        yield from built
+        if self._cached is None or self._cached[0] != revision:
+            self._cached = (revision, families(entries))
+        yield from self._cached[1]
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
-        # Described without reading the index: registering must not build a snapshot.
-        return [GaugeMetricFamily(name, name) for name in NAMES]
+        # Described without reading the index: registering must not compute the fleet.
+        return list(_empty())
 
 
-def register(registry: CollectorRegistry, index: Index, read: Callable[[], bytes | Mapping[str, Any]]) -> None:
-    registry.register(FleetCollector(index, read))
+def register(registry: CollectorRegistry, index: model.FleetIndex) -> FleetCollector:
+    collector = FleetCollector(index)
+    registry.register(collector)
+    return collector

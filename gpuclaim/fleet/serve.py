@@ -15,10 +15,12 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from gpuclaim.dra.config import Config
 from gpuclaim.fleet import access as fleet_access
 from gpuclaim.fleet import api, model
+from gpuclaim.fleet import metrics as fleet_metrics
 
 log = logging.getLogger(__name__)
 FLUSH_STEP = 200  # nodes per step: about 30 ms of work at 8 devices a node (measured on the demo fleet)
@@ -26,10 +28,14 @@ FLUSH_PERIOD = 0.5
 
 
 def attach(config: Config, *, cache: Any, client: Any, listen: str, ssl_context: ssl.SSLContext | None,
-           on_started: Callable[[str], None] | None = None) -> Callable[[web.Application], AsyncIterator[None]]:
-    """``cache``: the extender's kube.cache.ClusterCache; ``client``: its KubeClient (for the reviews)."""
+           on_started: Callable[[str], None] | None = None,
+           registry: CollectorRegistry | None = None) -> Callable[[web.Application], AsyncIterator[None]]:
+    """``cache``: the extender's kube.cache.ClusterCache; ``client``: its KubeClient (for the reviews);
+    ``registry``: the extender's metrics registry, where the gpuclaim_fleet_* gauges are read from this index."""
     index = model.FleetIndex(config)
     cache.subscribe(index.on_event)
+    if registry is not None:
+        fleet_metrics.register(registry, index)
 
     def namespaces() -> Iterable[str]:
         holding = sorted(index.namespaces())

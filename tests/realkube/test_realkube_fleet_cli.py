@@ -1,5 +1,5 @@
-"""`kubectl gpuclaim fleet` against the real control plane, on every minor under test (docs/fleet.md): the real kubectl
-finds the `kubectl-gpuclaim` plugin on PATH; a GPU pod converted by the webhook and scheduled by the real
+"""`kubectl gpuclaim fleet` (the CLI) on the real control plane, every minor under test (docs/fleet.md): the real
+kubectl finds the `kubectl-gpuclaim` plugin on PATH; a GPU pod converted by the webhook and scheduled by the real
 kube-scheduler shows the devices its claim's status.allocation names, read as a namespace viewer bound only to the
 chart's fleet Role (rendered with fleet.rbac.namespaceViewers and applied here), who may not read the whole fleet;
 a ServiceAccount bound to the chart's fleet-viewer ClusterRole reads `fleet nodes` with every slice's device."""
