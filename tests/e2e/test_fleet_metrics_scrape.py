@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuclaim.double import tls as selfsigned
 from gpuclaim.double.apiserver import RunningDouble
-from gpuclaim.fleet import metrics, model
+from gpuclaim.fleet import metrics
 
 Series = dict[tuple[str, ...], float]
 
@@ -71,7 +71,7 @@ async def test_the_extender_exports_the_fleet_on_its_metrics_port(double: Runnin
             per_node[node] += int(value)
         assert per_node == truth
         shapes = {(d, m, n) for d, m, n, _ in got[metrics.DEVICES]}
-        assert len(got[metrics.DEVICES]) == len(shapes) * len(model.STATES)
+        assert len(got[metrics.DEVICES]) == len(shapes) * len(metrics.ALWAYS)
         assert {n for _, n in got[metrics.LARGEST_FREE_TIGHT_GROUP]} == set(truth)
         h100 = next(m for d, m, n in shapes if n == P5_A and d == "gpu.nvidia.com")
         assert got[metrics.DEVICES][("gpu.nvidia.com", h100, P5_A, "free")] == 8
@@ -89,7 +89,7 @@ async def test_the_extender_exports_the_fleet_on_its_metrics_port(double: Runnin
         got = await until(server.metrics_port, lambda s: s[metrics.DEVICES].get(
             ("gpu.nvidia.com", h100, P5_A, "allocated")) == 2)
         assert got[metrics.DEVICES][("gpu.nvidia.com", h100, P5_A, "free")] == 6
-        assert len(got[metrics.DEVICES]) == len(shapes) * len(model.STATES)  # no new series for a claim
+        assert len(got[metrics.DEVICES]) == len(shapes) * len(metrics.ALWAYS)  # no new series for a claim
         assert P4D in {n for _, n in got[metrics.STRANDED]}
     finally:
         await server.stop()

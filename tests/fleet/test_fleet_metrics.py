@@ -80,7 +80,10 @@ def test_the_values_are_the_index_own_counts_and_summaries(index: model.FleetInd
     assert {k: v for k, v in devices.items() if v} == dict(by_key)
     assert sum(devices.values()) == fleet["summary"]["devices"]["total"] == 40
     assert devices[("p5-h100-1", "gpu.nvidia.com", "NVIDIA H100 80GB HBM3", "allocated")] == 6
-    assert devices[("p5-h100-1", "gpu.nvidia.com", "NVIDIA H100 80GB HBM3", "reserved")] == 0  # present at 0
+    # free and allocated exist at 0 too; the other states only while a device is in them
+    assert devices[("gcp-t4-0", "gpu.nvidia.com", "Tesla T4", "free")] == 1
+    assert ("p5-h100-1", "gpu.nvidia.com", "NVIDIA H100 80GB HBM3", "reserved") not in devices
+    assert devices[("p5-h100-1", "compute-domain.nvidia.com", "", "allocated")] == 0
     largest = {(s["node"], s["driver"]): v for s, v in got[metrics.LARGEST_FREE_TIGHT_GROUP]}
     stranded = {(s["node"], s["driver"]): v for s, v in got[metrics.STRANDED]}
     for node in fleet["nodes"]:
@@ -116,13 +119,19 @@ def test_the_series_count_is_bounded_by_the_fleets_shape_not_its_claims(index: m
     metrics.register(registry, index)
     before = {name: len(series) for name, series in samples(registry).items()}
     shapes = {(e.name, r.id.driver, r.model) for e in index.nodes() for r in e.rows}
-    assert before[metrics.DEVICES] == len(shapes) * len(model.STATES)
+    assert before[metrics.DEVICES] == len(shapes) * len(metrics.ALWAYS)  # nothing reserved, tainted, unhealthy
     assert before[metrics.STRANDED] == before[metrics.LARGEST_FREE_TIGHT_GROUP] == len(
         {(n, d) for n, d, _ in shapes})
     for i, device in enumerate(("gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6", "gpu-7")):
         index.on_event("ResourceClaim", "ADDED", claim(f"c{i}", f"team-{i}", "p4d-a100-0", [device], pod=f"p{i}"))
     after = samples(registry)
     assert {name: len(series) for name, series in after.items()} == before
+    # a held claim and a tainted device add their state's series once per node x driver x model, never per device
+    index.on_event("ResourceClaim", "ADDED", claim("held", "team-x", "p4d-a100-6", ["gpu-0", "gpu-1"], pod=None))
+    index.on_event("ResourceClaim", "ADDED", claim("held2", "team-y", "p4d-a100-6", ["gpu-2"], pod=None))
+    grown = {name: len(series) for name, series in samples(registry).items()}
+    assert grown == {**before, metrics.DEVICES: before[metrics.DEVICES] + 1}
+    assert grown[metrics.DEVICES] <= len(shapes) * len(model.STATES)
     devices = {(s["node"], s["driver"], s["model"], s["state"]): v for s, v in after[metrics.DEVICES]}
     assert devices[("p4d-a100-0", "gpu.nvidia.com", "NVIDIA A100-SXM4-40GB", "allocated")] == 8
     assert devices[("p4d-a100-0", "gpu.nvidia.com", "NVIDIA A100-SXM4-40GB", "free")] == 0
