@@ -122,6 +122,9 @@ def _keep(stack: Any) -> dict[str, Any]:
             f"{stack.api_url}/apis/resource.k8s.io/v1/resourceclaimtemplates",
         ],
         "logs": str(stack.workdir / "logs"),
+        # the fleet page, served by the extender; a browser signs in with a token from the file (docs/fleet.md)
+        "fleet": {"url": stack.fleet_url, "tokens": str(stack.fleet_tokens),
+                  "ca": str(stack.tls_dir / "ca.crt") if stack.tls_dir else None},
     }
 
 
@@ -132,6 +135,7 @@ def _print_keep(keep: dict[str, Any]) -> None:
     for name, pid in keep["pids"].items():
         print(f"  {name}: pid {pid}")
     print(f"  logs: {keep['logs']}")
+    print(f"  fleet page: {keep['fleet']['url']} (sign in with a token from {keep['fleet']['tokens']})")
     print("Try:")
     for example in keep["examples"]:
         print(f"  {example}")

@@ -74,4 +74,7 @@ def _stack_info(running: Any, start_seconds: float) -> Obj:
     if "extender" in pids:
         info["extender"] = {"url": f"https://127.0.0.1:{running.extender_port}", "pid": pids["extender"],
                             "metrics": f"http://127.0.0.1:{running.extender_metrics_port}/metrics"}
+        # the fleet page (docs/fleet.md): served by the extender; reachable after the demo with --keep
+        info["fleet"] = {"url": running.fleet_url, "api": running.fleet_url.replace("/fleet", "/api/v1/fleet"),
+                         "tokens": str(running.fleet_tokens), "ca": str(running.tls_dir / "ca.crt")}
     return info

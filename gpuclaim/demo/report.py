@@ -66,6 +66,8 @@ def render(report: Obj, out: TextIO) -> None:
         info = stack.get(part)
         if info:
             _line(out, f"       gpuclaim {part} {info['url']} (pid {info['pid']}, TLS from gpuclaim certs)", 0)
+    if stack.get("fleet"):
+        _line(out, f"       fleet page {stack['fleet']['url']} (viewer tokens: {stack['fleet']['tokens']})", 0)
     for part, why in stack["skipped"].items():
         _wrapped(out, f"       SKIPPED {part}: ", why, indent=0)
     certs = stack["certs"]

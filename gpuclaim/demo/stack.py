@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 import yaml
 
-from gpuclaim.demo import inventory
+from gpuclaim.demo import inventory, viewers
 
 Obj = dict[str, Any]
 SERVICE_NAMESPACE = inventory.SYSTEM_NAMESPACE
@@ -102,6 +102,8 @@ class Stack:
     webhook_metrics_port: int = 0
     extender_port: int = 0
     extender_metrics_port: int = 0
+    fleet_port: int = 0  # the extender's fleet listener (gpuclaim/fleet/api.py)
+    fleet_tokens: Path | None = None  # the viewers' tokens (demo/viewers.py)
     certs_report: Obj = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # part -> why it is not running
@@ -112,10 +114,12 @@ class Stack:
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
         self.webhook_port, self.webhook_metrics_port = free_port(), free_port()
         self.extender_port, self.extender_metrics_port = free_port(), free_port()
+        self.fleet_port = free_port()
         self.config_path = self.workdir / "gpuclaim-config.yaml"
         self.config_path.write_text(yaml.safe_dump(self.config))
         self._timed("apiserver", lambda: self._start_double(objects))
         self._timed("certs", self._issue_certs)
+        self._timed("viewers", lambda: setattr(self, "fleet_tokens", viewers.set_up(self.api_post, self.workdir)))
         # both servers start at once (each takes a couple of seconds to import and sync); either may fail alone:
         # the demo then runs without it and says so
         started = time.monotonic()
@@ -242,10 +246,26 @@ class Stack:
 
     def _server_argv(self, command: str, port: int, metrics_port: int) -> list[str]:
         assert self.tls_dir is not None and self.kubeconfig is not None
-        return [self.python, "-m", "gpuclaim", command, "--config", str(self.config_path),
+        argv = [self.python, "-m", "gpuclaim", command, "--config", str(self.config_path),
                 "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics_port}",
                 "--tls-cert", str(self.tls_dir / "tls.crt"), "--tls-key", str(self.tls_dir / "tls.key"),
                 "--kubeconfig", str(self.kubeconfig)]
+        if command == "extender":
+            argv += ["--fleet-listen", f"127.0.0.1:{self.fleet_port}"]
+        return argv
+
+    @property
+    def fleet_url(self) -> str:
+        return f"https://127.0.0.1:{self.fleet_port}/fleet"
+
+    def api_post(self, path: str, body: Obj) -> Obj:
+        """POST to the API double (as the demo's own admin client) and return the answer."""
+        context = ssl.create_default_context(cadata=self.api_ca.decode())
+        request = urllib.request.Request(self.api_url + path, data=orjson.dumps(body), method="POST",
+                                         headers={"Authorization": "Bearer double-token",
+                                                  "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, context=context, timeout=START_TIMEOUT) as reply:
+            return dict(orjson.loads(reply.read()))
 
     def start_webhook(self) -> None:
         proc = self._spawn("webhook", self._server_argv("webhook", self.webhook_port, self.webhook_metrics_port))

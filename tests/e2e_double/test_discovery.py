@@ -65,7 +65,7 @@ async def test_legacy_discovery_when_the_client_asks_for_plain_json(api: Any) ->
     assert content_type.startswith("application/json") and versions["versions"] == ["v1"]
     _, groups, _ = await _get(api, "/apis")
     assert {g["name"] for g in groups["groups"]} == {"resource.k8s.io", "coordination.k8s.io",
-                                                      "admissionregistration.k8s.io"}
+                                                      "admissionregistration.k8s.io", "rbac.authorization.k8s.io"}
     _, resources, _ = await _get(api, "/apis/resource.k8s.io/v1")
     assert resources["groupVersion"] == "resource.k8s.io/v1"
     assert {r["name"] for r in resources["resources"]} == {"resourceslices", "resourceclaims",
@@ -123,7 +123,7 @@ async def test_a_bad_include_object_is_400(api: Any) -> None:
 async def test_openapi_v3_says_patch_takes_field_validation_and_holds_the_schemas(api: Any) -> None:
     _, index, _ = await _get(api, "/openapi/v3")
     assert set(index["paths"]) == {"api/v1", "apis/resource.k8s.io/v1", "apis/coordination.k8s.io/v1",
-                                   "apis/admissionregistration.k8s.io/v1"}
+                                   "apis/admissionregistration.k8s.io/v1", "apis/rbac.authorization.k8s.io/v1"}
     kinds = set()
     for entry in index["paths"].values():
         _, doc, _ = await _get(api, entry["serverRelativeURL"])

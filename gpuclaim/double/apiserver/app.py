@@ -14,6 +14,7 @@ import orjson
 from aiohttp import web
 
 from gpuclaim.double.apiserver import (
+    auth,
     discovery,
     discovery_http,
     errors,
@@ -29,6 +30,7 @@ from gpuclaim.double.apiserver.store import Obj, ObjFilter, Store
 from gpuclaim.dra import versions
 
 STORE = web.AppKey("gpuclaim.double.store", Store)
+TOKENS = web.AppKey("gpuclaim.double.tokens", auth.Tokens)
 FAULTS = web.AppKey("gpuclaim.double.faults", Faults)
 
 
@@ -359,6 +361,32 @@ async def _version_handler(request: web.Request) -> web.Response:
     return _json(discovery.version_info(request.app[SETTINGS].git_version))
 
 
+def _reviewing(answer: Any) -> Any:
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            return _json(answer(request, await _body(request)), 201)
+        except errors.ApiError as exc:
+            return _error_response(exc)
+
+    return handle
+
+
+@_reviewing
+def _token_request(request: web.Request, body: Any) -> Any:
+    return auth.token_request(request.app[STORE], request.app[TOKENS], request.match_info["namespace"],
+                              request.match_info["name"], body)
+
+
+@_reviewing
+def _token_review(request: web.Request, body: Any) -> Any:
+    return auth.token_review(request.app[TOKENS], body)
+
+
+@_reviewing
+def _access_review(request: web.Request, body: Any) -> Any:
+    return auth.access_review(request.app[STORE], body)
+
+
 async def _compact_handler(request: web.Request) -> web.Response:
     request.app[STORE].compact()
     return _json({"compactedTo": request.app[STORE].rv})
@@ -370,6 +398,7 @@ def create_app(store: Store | None = None, *, faults: Faults | None = None,
     app[STORE] = store or Store()
     app[FAULTS] = faults or Faults()
     app[SETTINGS] = settings or Settings()
+    app[TOKENS] = auth.Tokens()
     app[STORE].new_expressions = lambda: versions.resolve(app[SETTINGS].git_version).model.cel_new
     app[STORE].schema_minor = lambda: f"1.{versions.resolve(app[SETTINGS].git_version).model.minor}"
     handlers = _Handlers(app)
@@ -378,6 +407,9 @@ def create_app(store: Store | None = None, *, faults: Faults | None = None,
     app.router.add_post("/_double/compact", _compact_handler)
     app.router.add_get("/version", _version_handler)
     discovery_http.add_routes(app)
+    app.router.add_post("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", _token_request)
+    app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", _token_review)
+    app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", _access_review)
     app.router.add_route("*", "/api/{tail:.*}", handlers.handle)
     app.router.add_route("*", "/apis/{group}/{tail:.*}", handlers.handle)
     return app

@@ -59,6 +59,12 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     # nothing in the double writes events; served so that `kubectl describe` can look for them
     ResourceType("", "v1", "events", "Event", namespaced=True, short_names=("ev",)),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True),
+    # who may do what (auth.py answers TokenRequest, TokenReview and SubjectAccessReview from these)
+    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True, short_names=("sa",)),
+    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", namespaced=True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
     ResourceType(_ADMISSION, "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
                  namespaced=False, categories=("api-extensions",)),
     ResourceType(_ADMISSION, "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
