@@ -130,3 +130,31 @@ def test_the_fleet_viewer_cluster_role_reads_every_node(kube: Kube, tmp_path: Pa
         n: c for n, c in truth.items() if c}
     # the demo fleet's busy pods hold devices before any test runs
     assert doc["summary"]["devices"]["allocated"] >= 1
+
+
+def test_the_charts_review_role_lets_the_extender_ask_who_a_viewer_is(kube: Kube) -> None:
+    """The extender's ServiceAccount, with the chart's RBAC only, may create the TokenReview and the
+    SubjectAccessReview the fleet page's access check sends (gpuclaim/fleet/access.py), and nothing else new."""
+    extender = kube.run / "sa-extender.kubeconfig"
+    assert extender.is_file()
+    token = request_token(kube.api, "default", "default")
+    reviews = [{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
+               {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": {"user": "system:serviceaccount:default:default",
+                         "resourceAttributes": {"verb": "list", "resource": "pods"}}}]
+    for review in reviews:
+        # --validate=false: kubectl's client-side schema check would list CRDs, which the extender may not
+        done = subprocess.run([kube.kubectl, "--kubeconfig", str(extender), "create", "--validate=false", "-f", "-",
+                               "-o", "json"], input=json.dumps(review), capture_output=True, text=True, timeout=60,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        status = json.loads(done.stdout)["status"]
+        if review["kind"] == "TokenReview":
+            assert status["authenticated"] is True
+            assert status["user"]["username"] == "system:serviceaccount:default:default"
+        else:
+            assert status["allowed"] is False  # the default ServiceAccount may not list pods cluster-wide
+    # still no write: the extender may not create a pod
+    refused = subprocess.run([kube.kubectl, "--kubeconfig", str(extender), "auth", "can-i", "create", "pods", "-A"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.stdout.strip() == "no"
