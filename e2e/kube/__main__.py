@@ -44,7 +44,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     run = Path(args.run_dir) if args.run_dir else default_run_dir()
     try:
         binaries = _binaries(args)
-        stack = Stack.start(run, binaries, nodes=args.nodes)
+        # the fleet page on (docs/fleet.md): its URL is printed below; sign in with `kubectl create token`
+        stack = Stack.start(run, binaries, nodes=args.nodes, values={"config": {"fleet": {"listen": "0.0.0.0:8890"}}})
     except (build.BuildError, PlaneError, TimeoutError) as exc:
         print(f"e2e.kube up: {exc}", file=sys.stderr)
         return 1
@@ -53,6 +54,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     _log(f"up: {len(stack.fleet.nodes)} nodes; {stack.timings}")
     for name, proc in stack.procs().items():
         _log(f"  {name}: pid {proc.pid}, log {proc.log}")
+    if stack.gpuclaim.fleet_url:
+        _log(f"  fleet page: {stack.gpuclaim.fleet_url} (CA {stack.gpuclaim.tls / 'ca.crt'}; sign in with a token of "
+             "an account that may list pods, e.g. `kubectl create token`)")
     if args.detach:
         if args.owner_pid:
             _watch_owner(run, args.owner_pid)

@@ -243,7 +243,7 @@ class Gpuclaim:
         return self.plane.run / "gpuclaim-config.yaml"
 
     def install(self, api: Api) -> None:
-        for name in ("webhook", "webhook-metrics", "extender", "extender-metrics"):
+        for name in ("webhook", "webhook-metrics", "extender", "extender-metrics", "fleet"):
             self.ports[name] = free_port()
         # the address kube-apiserver's admission kubeconfig holds its client certificate for
         self.ports["webhook"] = self.plane.ports.get("gpuclaim-webhook", self.ports["webhook"])
@@ -305,11 +305,24 @@ class Gpuclaim:
         self.certs_report = orjson.loads(done.stdout)
 
     def server_argv(self, component: str) -> list[str]:
-        return [sys.executable, "-m", "gpuclaim", component, "--config", str(self.config_path),
+        argv = [sys.executable, "-m", "gpuclaim", component, "--config", str(self.config_path),
                 "--listen", f"127.0.0.1:{self.ports[component]}",
                 "--metrics-listen", f"127.0.0.1:{self.ports[component + '-metrics']}",
                 "--tls-cert", str(self.tls / "tls.crt"), "--tls-key", str(self.tls / "tls.key"),
                 "--kubeconfig", str(self.plane.kubeconfig_path(f"sa-{component}"))]
+        if component == "extender" and self.fleet_enabled:
+            # the chart's fleet.listen names the pod's port; locally a free loopback port stands for it
+            argv += ["--fleet-listen", f"127.0.0.1:{self.ports['fleet']}"]
+        return argv
+
+    @property
+    def fleet_enabled(self) -> bool:
+        config = merge_values(BASE_VALUES, self.values).get("config") or {}
+        return bool((config.get("fleet") or {}).get("listen"))
+
+    @property
+    def fleet_url(self) -> str | None:
+        return f"https://127.0.0.1:{self.ports['fleet']}/fleet" if self.fleet_enabled else None
 
     def start_server(self, component: str, *, wait: bool = True) -> None:
         self.procs[component] = spawn(component, self.server_argv(component), self.plane.logs)

@@ -63,7 +63,13 @@ def run(args: argparse.Namespace) -> int:
                                                       interval=config.certs.reload_interval_seconds)
         except (OSError, material.MaterialError, ValueError) as exc:
             raise UsageError(f"--tls-cert/--tls-key: no usable certificate pair: {exc}") from None
-    application = app.create_app(config, api=api, reloader=reloader, fleet_listen=fleet_listen)
+    fleet_reloader = None
+    if fleet_listen is not None and cert is not None and key is not None:
+        # the fleet port's own context over the same files: never the client-certificate check of the main port
+        fleet_reloader = files.reloading_server_context(cert_file=cert, key_file=key, min_version=ext.tls.min_version,
+                                                        interval=config.certs.reload_interval_seconds)
+    application = app.create_app(config, api=api, reloader=reloader, fleet_listen=fleet_listen,
+                                 fleet_reloader=fleet_reloader)
     try:
         asyncio.run(serving.serve(application, listen=listen, metrics_listen=metrics_listen,
                                   registry=application[keys.REGISTRY],

@@ -42,10 +42,12 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 def create_app(config: Config, *, api: Any = None, view: ClusterView | None = None,
                registry: CollectorRegistry | None = None, readiness: Readiness | None = None,
                reloader: CertReloader | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-               fleet_listen: str | None = None) -> web.Application:
+               fleet_listen: str | None = None, fleet_reloader: CertReloader | None = None) -> web.Application:
     """The extender app. `api`: a kube ApiConfig to watch the cluster with (the app starts and stops the cache and
     the warm-up task); else `view` is the cluster view to answer from. `reloader`: the serving certificate's.
-    `fleet_listen`: also serve the fleet view (gpuclaim/fleet/api.py) there, from the same cache (needs `api`)."""
+    `fleet_listen`: also serve the fleet view (gpuclaim/fleet/api.py) there, from the same cache (needs `api`), with
+    `fleet_reloader`'s context: the serving certificate in a context of its own, because browsers have no client
+    certificate while the scheduler-facing port may require one."""
     if (api is None) == (view is None):
         raise ValueError("create_app: give exactly one of api (watch the cluster) or view (a ready view)")
     app = web.Application(client_max_size=max_body_bytes)
@@ -59,7 +61,9 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     app[keys.MIXED] = None
     if api is not None:
         view = _watch_cluster(app, config, api, registry, readiness, fleet_listen=fleet_listen,
-                              ssl_context=reloader.context if reloader is not None else None)
+                              ssl_context=fleet_reloader.context if fleet_reloader is not None else None)
+        if fleet_reloader is not None:
+            app.cleanup_ctx.append(fleet_reloader.cleanup_ctx)
     assert view is not None
     if reloader is not None:
         readiness.add("certificate", lambda: (reloader.loaded, "loaded" if reloader.loaded else "not loaded"))
@@ -102,10 +106,12 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
     app[keys.MIXED] = MixedNodes(cache, config.conversion, policy=config.mixed_nodes)
     app[keys.MIXED].register(registry)
     if fleet_listen is not None:
+        from gpuclaim.fleet import metrics as fleet_metrics
         from gpuclaim.fleet import serve as fleet_serve
 
-        app.cleanup_ctx.append(fleet_serve.attach(config, cache=cache, client=client, listen=fleet_listen,
-                                                  ssl_context=ssl_context, registry=registry))
+        index = fleet_serve.attach(app, config, cache=cache, client=client, listen=fleet_listen,
+                                   ssl_context=ssl_context)
+        fleet_metrics.register(registry, index)  # gpuclaim_fleet_* on the metrics port, from the same index
     readiness.add("cluster", view.ready)
     readiness.add("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))
 

@@ -43,6 +43,9 @@ NAMESPACES: web.AppKey[Callable[[], Iterable[str]]] = web.AppKey("gpuclaim.fleet
 COOKIE = "gpuclaim-fleet-token"
 PARAMETERS = ("driver", "model", "namespace", "nodeSelector", "since")
 MAX_BODY_BYTES = 32 * 1024  # the login form: a token and nothing else
+# more nodes than this waiting to be recomputed (a first list, a relist): 503 rather than recompute them all on the
+# event loop that answers kube-scheduler; the background task (fleet/serve.py) catches up in steps
+MAX_PENDING_NODES = 500
 MAX_MODEL_CHARS = 256
 MAX_SELECTOR_TERMS = 32
 REQUEST_SECONDS = 20.0
@@ -221,16 +224,30 @@ def _refusal(verdict: fleet_access.Verdict) -> web.Response:
     return _error(verdict.status, verdict.message)
 
 
-def _body(request: web.Request, scope: model.Scope, filters: model.Filters) -> tuple[int, bytes]:
+# a snapshot a viewer's scope or filters make the server rebuild (not the stored fragments) is assembled in a worker
+# thread: the event loop keeps answering kube-scheduler meanwhile (the interpreter switches threads every 0.5 ms)
+_THREAD_FROM_NODES = 200
+
+
+class Building(Exception):
+    pass
+
+
+async def _body(request: web.Request, scope: model.Scope, filters: model.Filters) -> tuple[int, bytes]:
     index = request.app[INDEX]
-    index.flush()
+    if index.pending > MAX_PENDING_NODES:
+        raise Building(f"the fleet view is being built ({index.pending} nodes to go): retry in a few seconds")
+    frozen = index.frozen()
     cache = request.app[CACHE]
     key = (scope, filters)
-    body = cache.get(key, index.revision)
+    body = cache.get(key, frozen.revision)
     if body is None:
-        body = index.snapshot(scope, filters, generated_at=_now())
-        cache.put(key, index.revision, body)
-    return index.revision, body
+        if len(frozen.entries) >= _THREAD_FROM_NODES:
+            body = await asyncio.to_thread(frozen.assemble, scope, filters, generated_at=_now())
+        else:
+            body = frozen.assemble(scope, filters, generated_at=_now())
+        cache.put(key, frozen.revision, body)
+    return frozen.revision, body
 
 
 async def fleet_json(request: web.Request) -> web.StreamResponse:
@@ -247,11 +264,14 @@ async def fleet_json(request: web.Request) -> web.StreamResponse:
         return _error(403, f"namespace: you may not list pods in namespace {filters.namespace!r}",
                       parameter="namespace")
     index = request.app[INDEX]
-    index.flush()
-    etag = f'"{index.revision}"'
-    if since is not None and since == index.revision:
-        return web.Response(status=304, headers={"ETag": etag})
-    revision, body = _body(request, verdict.scope, filters)
+    if index.pending <= MAX_PENDING_NODES:
+        index.flush()
+    if since is not None and since == index.revision and not index.pending:
+        return web.Response(status=304, headers={"ETag": f'"{index.revision}"'})
+    try:
+        revision, body = await _body(request, verdict.scope, filters)
+    except Building as exc:
+        return _error(503, str(exc), **{"Retry-After": "2"})
     return web.Response(body=body, content_type="application/json", headers={"ETag": f'"{revision}"'})
 
 
@@ -304,7 +324,10 @@ async def fleet_page(request: web.Request) -> web.StreamResponse:
     if filters.namespace is not None and not verdict.scope.sees(filters.namespace):
         return _error(403, f"namespace: you may not list pods in namespace {filters.namespace!r}",
                       parameter="namespace")
-    _, body = _body(request, verdict.scope, filters)
+    try:
+        _, body = await _body(request, verdict.scope, filters)
+    except Building as exc:
+        return _error(503, str(exc), **{"Retry-After": "2"})
     return web.Response(text=_render(orjson.loads(body), ""), content_type="text/html")
 
 

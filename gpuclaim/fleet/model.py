@@ -194,6 +194,10 @@ class NodeEntry:
     drivers: tuple[str, ...]
     shown_labels: dict[str, str] = field(default_factory=dict)
 
+    def driver_summaries(self) -> dict[str, dict[str, Any]]:
+        """The summary per driver of the node (metrics label by node and driver)."""
+        return {d: summarize([r for r in self.rows if r.id.driver == d]) for d in self.drivers}
+
     def as_json(self, scope: Scope, rows: Sequence[DeviceRow] | None = None) -> dict[str, Any]:
         rows = self.rows if rows is None else rows
         summary = self.summary if rows is self.rows else summarize(rows)
@@ -367,6 +371,11 @@ class FleetIndex:
         return self._chains
 
     # ---- computation ---------------------------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """Nodes waiting to be recomputed (all known ones after a change that touches every node)."""
+        return len(self._dirty) + (len(self._nodes) if self._all_dirty else 0)
+
     def flush(self, limit: int | None = None) -> int:
         """Recompute the dirty nodes (at most ``limit`` of them); bump ``revision`` when any node's JSON changed.
         Returns how many dirty nodes are left (a background task flushes in steps, so no read waits long)."""
@@ -508,10 +517,27 @@ class FleetIndex:
     def snapshot(self, scope: Scope = CLUSTER, filters: Filters = Filters(), *, generated_at: str = "") -> bytes:
         """The fleet JSON for ``scope`` under ``filters``. Unfiltered nodes whose holders the viewer may all see
         are the stored fragments, joined."""
+        return self.frozen().assemble(scope, filters, generated_at=generated_at)
+
+    def frozen(self) -> Frozen:
+        """The fleet as of now, safe to assemble from another thread while events keep coming (node entries are
+        replaced, never changed, so the list holds this revision's)."""
         entries = self.nodes()
+        return Frozen(entries=tuple(entries), revision=self.revision, summary=self.fleet_summary(),
+                      kubernetes_version=self.kubernetes_version)
+
+
+@dataclass(frozen=True, slots=True)
+class Frozen:
+    entries: tuple[NodeEntry, ...]
+    revision: int
+    summary: Mapping[str, Any]
+    kubernetes_version: str | None
+
+    def assemble(self, scope: Scope = CLUSTER, filters: Filters = Filters(), *, generated_at: str = "") -> bytes:
         parts: list[bytes] = []
         summaries: list[Mapping[str, Any]] = []
-        for e in entries:
+        for e in self.entries:
             if filters.node_selector is not None and not filters.node_matches(e.labels):
                 continue
             rows = e.rows
@@ -529,8 +555,8 @@ class FleetIndex:
                 body = e.as_json(scope, rows)
                 summaries.append(body["summary"])
                 parts.append(orjson.dumps(body))
-        if filters.empty and len(summaries) == len(entries):
-            summary = self.fleet_summary()
+        if filters.empty and len(summaries) == len(self.entries):
+            summary = self.summary
         else:
             summary = add_summaries(summaries)
         head = {"apiVersion": API_VERSION, "kind": KIND, "revision": self.revision, "generatedAt": generated_at,

@@ -62,7 +62,7 @@ def test_the_fleet_viewer_cluster_role_grants_exactly_the_reads_of_the_view_and_
     assert not [o for o in rendered if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
                 and "fleet-viewer" in o["roleRef"]["name"]]
     # the extender's own right to ask who a viewer is (TokenReview, SubjectAccessReview): tests/charts/test_chart_rbac.py
-    (reviews,) = named(rendered, "ClusterRoleBinding", "-fleet-reviews")
+    (reviews,) = named(rendered, "ClusterRoleBinding", "-extender-fleet-reviews")
     assert reviews["subjects"] == [{"kind": "ServiceAccount", "name": f"{RELEASE}-gpuclaim-extender",
                                     "namespace": NAMESPACE}]
     assert not named(rendered, "Role", "-fleet-viewer") and not named(rendered, "ClusterRole", "-fleet-devices")

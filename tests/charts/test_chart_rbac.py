@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import NAMESPACE, Rendered, cel_eval
+from chart_helpers import NAMESPACE, Rendered, cel_eval, render_values
 
 from gpuclaim.dra.config import load_config
 
@@ -217,3 +217,14 @@ def test_the_audit_cluster_role_lists_exactly_what_the_audit_reads_and_is_bound_
     assert granted == {(v.rpartition("/")[0], plural, "list") for _, v, plural in LISTED}
     assert not [o for o in rendered if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
                 and o["roleRef"]["name"] == "gc-gpuclaim-audit"]
+
+
+def test_the_fleet_port_adds_only_token_and_access_reviews_to_the_extender() -> None:
+    """With the fleet port on, by the chart's fleet.enabled (the default) or by config fleet.listen, the extender
+    asks TokenReview and SubjectAccessReview (docs/fleet.md); with neither, not even that."""
+    for values in ({}, {"fleet": {"enabled": False}, "config": {"fleet": {"listen": "0.0.0.0:8890"}}}):
+        granted, external = grants(render_values(values))
+        assert granted["gc-gpuclaim-extender"] == CLUSTER_VIEW | TAINT_RULES | FLEET_REVIEWS, values
+        assert external == {}
+    granted, _ = grants(render_values({"fleet": {"enabled": False}}))
+    assert granted["gc-gpuclaim-extender"] == CLUSTER_VIEW | TAINT_RULES

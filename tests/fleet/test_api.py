@@ -86,3 +86,28 @@ async def test_static_names_are_checked(aiohttp_client: Any) -> None:
     for name in ("..%2fapi.py", "api.py", "x.js", "%2e%2e"):
         r = await client.get(f"/fleet/static/{name}")
         assert r.status == 404, name
+
+
+async def test_a_fleet_still_being_built_is_503_not_a_long_pause(aiohttp_client: Any) -> None:
+    index = model.FleetIndex(CONFIG)
+    for i in range(api.MAX_PENDING_NODES + 1):
+        index.on_event("ResourceSlice", "ADDED", slice_(f"n-{i}", [gpu("gpu-0", "r")]))
+    client = await aiohttp_client(api.create_app(CONFIG, index=index, access=access.Access(reviewer())))
+    r = await client.get("/api/v1/fleet", headers=bearer("t-admin"))
+    assert r.status == 503 and r.headers["Retry-After"] and "being built" in (await r.json())["message"]
+    while index.flush(50):  # what fleet/serve.py's background task does
+        pass
+    r = await client.get("/api/v1/fleet", headers=bearer("t-admin"))
+    assert r.status == 200 and len((await r.json())["nodes"]) == api.MAX_PENDING_NODES + 1
+
+
+def test_driver_summaries_split_a_node_by_driver() -> None:
+    index = model.FleetIndex(CONFIG)
+    index.on_event("ResourceSlice", "ADDED", slice_("n-0", [gpu("gpu-0", "r"), gpu("gpu-1", "r")]))
+    other = slice_("n-0", [{"name": "nic-0", "attributes": {}}], name="n-0-nic")
+    other["spec"]["driver"] = "nic.example.com"
+    index.on_event("ResourceSlice", "ADDED", other)
+    (entry,) = index.nodes()
+    split = entry.driver_summaries()
+    assert split["gpu.nvidia.com"]["devices"]["total"] == 2 and split["nic.example.com"]["devices"]["total"] == 1
+    assert split["gpu.nvidia.com"]["largestFreeTightGroup"] == 2

@@ -241,3 +241,16 @@ def test_the_live_reads_are_what_the_charts_fleet_roles_grant() -> None:
     assert roles[("Role", "gc-gpuclaim-fleet-viewer")] == {(g, p) for k, g, p in reads if k in NAMESPACED}
     assert roles[("ClusterRole", "gc-gpuclaim-fleet-devices")] == {
         (g, p) for k, g, p in reads if k not in NAMESPACED and k != "Node"}
+
+
+def test_the_fleet_pods_json_example_of_the_docs_is_what_the_cli_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+    (block,) = [b for b in re.findall(r"```json\n(.*?)\n```", page, flags=re.S) if '"FleetPods"' in b]
+    shown = json.loads(block)
+    dump_dir = Path(__file__).resolve().parents[1] / "fixtures" / "clusters" / "demo-fleet"
+    code, out, _ = fleet(capsys, "pods", "-n", "research", "--cluster", str(dump_dir), "-o", "json")
+    assert code == 0
+    printed = json.loads(out)
+    (pod,) = shown["pods"]  # the page shows one of the four pods
+    assert pod in printed["pods"]
+    assert {k: v for k, v in printed.items() if k != "pods"} == {k: v for k, v in shown.items() if k != "pods"}
