@@ -19,14 +19,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(ExitStatus.USAGE, f"{self.prog}: error: {message}\n")
 
 
-def _build_parser(configured: Iterable[str] = COMMANDS) -> tuple[_Parser, dict[str, object]]:
+def _build_parser(configured: Iterable[str] = COMMANDS, prog: str = "gpuclaim") -> tuple[_Parser, dict[str, object]]:
     """The whole parser; only the subcommands in `configured` import their module and get their arguments.
 
     `main` configures just the one the command line names: importing every command module costs ~150 ms
     (aiohttp, the kubernetes client, the CEL environment) that `gpuclaim cel` or `--version` should not pay.
     The others stay listed with their summaries, so `--help` and "invalid choice" are unchanged.
     """
-    parser = _Parser(prog="gpuclaim", description="Kubernetes DRA for GPU clusters: webhook and extender.")
+    parser = _Parser(prog=prog, description="Kubernetes DRA for GPU clusters: webhook and extender.")
     parser.add_argument("--version", action="version", version=f"gpuclaim {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on internal errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -51,9 +51,9 @@ def _named_command(argv: Sequence[str]) -> list[str]:
     return []
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, prog: str = "gpuclaim") -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    parser, modules = _build_parser(_named_command(words))
+    parser, modules = _build_parser(_named_command(words), prog)
     args = parser.parse_args(words)
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -72,3 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpuclaim {args.command}: internal error: {type(exc).__name__}: {exc} "
               "(run with --debug for the traceback)", file=sys.stderr)
         return ExitStatus.INTERNAL
+
+
+def kubectl_main() -> int:
+    """The `kubectl-gpuclaim` console script: kubectl runs it for `kubectl gpuclaim ...` with the words after
+    `gpuclaim`; usage and help then name the command as the user typed it."""
+    return main(prog="kubectl gpuclaim")

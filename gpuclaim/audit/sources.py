@@ -47,18 +47,24 @@ def from_directory(directory: Path) -> Objects:
     return objects
 
 
-async def from_api(api: Any, *, api_timeout: float = 30.0, page_size: int = 500) -> tuple[Objects, str]:
-    """Every object the report reads, listed page by page, and the cluster's gitVersion."""
+async def from_api(api: Any, *, api_timeout: float = 30.0, page_size: int = 500,
+                   listed: tuple[tuple[str, str, str], ...] = LISTED, namespace: str | None = None,
+                   namespaced: frozenset[str] = frozenset(), needs: str = "") -> tuple[Objects, str]:
+    """Every object of `listed` (default: what the report reads), listed page by page, and the cluster's gitVersion.
+
+    With `namespace`, the kinds in `namespaced` are listed in that namespace only (a viewer whose rights end at
+    their namespace, as `gpuclaim fleet pods -n NS`); `needs` names the rights for the refusal's message."""
     from gpuclaim.kube.client import ApiError, ApiUnavailable, KubeClient, resource_path
 
     client = KubeClient(api, timeout=api_timeout)
     objects = Objects()
     try:
         version = str((await client.get("/version")).get("gitVersion") or "")
-        for kind, api_version, plural in LISTED:
+        for kind, api_version, plural in listed:
             params = {"limit": str(page_size)}
+            where = namespace if namespace is not None and kind in namespaced else None
             while True:
-                page = await client.list(resource_path(api_version, plural), params=params)
+                page = await client.list(resource_path(api_version, plural, namespace=where), params=params)
                 for item in page.get("items") or ():
                     if isinstance(item, dict):
                         objects.add({"apiVersion": api_version, "kind": kind, **item})
@@ -67,8 +73,8 @@ async def from_api(api: Any, *, api_timeout: float = 30.0, page_size: int = 500)
                     break
                 params = {"limit": str(page_size), "continue": token}
     except ApiError as exc:
-        raise SourceError(f"the API refused a read ({exc}); the audit needs the {LISTED_TEXT} "
-                          "(the chart's audit ClusterRole)") from None
+        raise SourceError(f"the API refused a read ({exc}); " + (needs or f"the audit needs the {LISTED_TEXT} "
+                                                                   "(the chart's audit ClusterRole)")) from None
     except ApiUnavailable as exc:
         raise SourceError(f"the API is not reachable: {exc}") from None
     finally:

@@ -22,6 +22,7 @@ COMMANDS: dict[str, Command] = {
     "extender": Command("gpuclaim.commands.extender", "run the scheduler extender server"),
     "certs": Command("gpuclaim.commands.certs", "issue / rotate serving certificates, inject the caBundle"),
     "audit": Command("gpuclaim.commands.audit", "migration readiness: what conversion changes, quotas, mixed nodes"),
+    "fleet": Command("gpuclaim.commands.fleet", "where devices sit free, used or stranded; which GPU each pod got"),
 }
 
 __all__ = ["COMMANDS", "Command"]

@@ -110,9 +110,12 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
     app[keys.MIXED] = MixedNodes(cache, config.conversion, policy=config.mixed_nodes)
     app[keys.MIXED].register(registry)
     if fleet_listen is not None:
+        from gpuclaim.fleet import metrics as fleet_metrics
         from gpuclaim.fleet import serve as fleet_serve
 
-        fleet_serve.attach(app, config, cache=cache, client=client, listen=fleet_listen, ssl_context=ssl_context)
+        index = fleet_serve.attach(app, config, cache=cache, client=client, listen=fleet_listen,
+                                   ssl_context=ssl_context)
+        fleet_metrics.register(registry, index)  # gpuclaim_fleet_* on the metrics port, from the same index
     readiness.add("cluster", view.ready)
     readiness.add("nodes", lambda: (view.warmed, "node states built" if view.warmed else "warming up"))
 

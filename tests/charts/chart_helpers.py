@@ -74,6 +74,23 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "image": {"digest": "sha256:" + "a" * 64},
     },
     "no-validation": {"webhook": {"validating": {"enabled": False}}},
+    "fleet": {
+        "fleet": {
+            "port": 9444,
+            "servicePort": 443,
+            "rbac": {
+                "viewers": [{"kind": "Group", "name": "gpu-admins", "apiGroup": "rbac.authorization.k8s.io"}],
+                "namespaceViewers": [
+                    {"namespace": "team-a", "subjects": [{"kind": "Group", "name": "team-a-developers",
+                                                          "apiGroup": "rbac.authorization.k8s.io"}]},
+                    {"namespace": "team-b", "subjects": [{"kind": "ServiceAccount", "name": "ci",
+                                                          "namespace": "team-b"}]},
+                ],
+            },
+            "dashboard": {"enabled": True, "namespace": "monitoring", "folder": "GPUs"},
+        },
+    },
+    "no-fleet": {"fleet": {"enabled": False}},
 }
 
 

@@ -61,6 +61,8 @@ def test_servers_get_the_designed_cli_flags_and_mount_config_and_tls(render: Any
         "--tls-cert=/etc/gpuclaim/tls/tls.crt",
         "--tls-key=/etc/gpuclaim/tls/tls.key",
         "--metrics-listen=0.0.0.0:9090",
+        # the extender also serves the fleet view on a port of its own (docs/fleet.md)
+        *(["--fleet-listen=0.0.0.0:8444"] if component == "extender" else []),
     ]
     assert c["image"] == "ghcr.io/gpuclaim/gpuclaim:0.1.0"
     volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
@@ -69,7 +71,7 @@ def test_servers_get_the_designed_cli_flags_and_mount_config_and_tls(render: Any
     # No subPath: kubelet must be able to swap the files on rotation.
     assert all("subPath" not in m for m in c["volumeMounts"])
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"https": 8443, "metrics": 9090}
+    assert ports == {"https": 8443, "metrics": 9090, **({"fleet": 8444} if component == "extender" else {})}
 
 
 NO_EXTENDER_MTLS = {"extender": {"clientAuth": {"enabled": False}}}
@@ -135,7 +137,8 @@ def test_hard_anti_affinity_priority_class_and_digest_are_honoured(render: Any) 
 def test_services_route_443_to_the_https_port(render: Any) -> None:
     for svc in render("default").of_kind("Service"):
         ports = {p["name"]: (p["port"], p["targetPort"]) for p in svc["spec"]["ports"]}
-        assert ports == {"https": (443, "https"), "metrics": (9090, "metrics")}
+        fleet = {"fleet": (8444, "fleet")} if svc["metadata"]["name"].endswith("-extender") else {}
+        assert ports == {"https": (443, "https"), "metrics": (9090, "metrics"), **fleet}
 
 
 def test_certs_job_runs_gpuclaim_certs_for_the_webhook_service_and_release_configurations(render: Any) -> None:

@@ -22,6 +22,9 @@ CLUSTER_VIEW: set[Grant] = {
 
 # the extender alone: the DeviceTaintRules kube-scheduler applies before allocating (dra/taints.py)
 TAINT_RULES: set[Grant] = {("*", "resource.k8s.io", "devicetaintrules", verb, "*") for verb in ("list", "watch")}
+#: the fleet page's access check (gpuclaim/fleet/access.py): reviews are answered, never stored
+FLEET_REVIEWS: set[Grant] = {("*", "authentication.k8s.io", "tokenreviews", "create", "*"),
+                             ("*", "authorization.k8s.io", "subjectaccessreviews", "create", "*")}
 
 WEBHOOK_WRITES: set[Grant] = {
     ("*", "resource.k8s.io", res, verb, "*")
@@ -106,7 +109,7 @@ def test_default_install_grants_exactly_the_needed_verbs(render: Any) -> None:
     granted, external = grants(render("default"))
     assert granted == {
         "gc-gpuclaim-webhook": CLUSTER_VIEW | WEBHOOK_WRITES | GC,
-        "gc-gpuclaim-extender": CLUSTER_VIEW | TAINT_RULES,
+        "gc-gpuclaim-extender": CLUSTER_VIEW | TAINT_RULES | FLEET_REVIEWS,
         "gc-gpuclaim-certs": CERTS,
     }
     assert external == {}
@@ -139,14 +142,17 @@ def test_the_quota_controller_is_opt_in_and_gets_its_own_lease(render: Any) -> N
 
 def test_the_extender_can_write_nothing(render: Any) -> None:
     granted, _ = grants(render("default"))
-    assert {g[3] for g in granted["gc-gpuclaim-extender"]} == {"list", "watch"}
+    # its only `create`s are the fleet page's reviews, which the apiserver answers and never stores
+    assert {g[3] for g in granted["gc-gpuclaim-extender"] - FLEET_REVIEWS} == {"list", "watch"}
+    without_fleet, _ = grants(render("no-fleet"))
+    assert without_fleet["gc-gpuclaim-extender"] == CLUSTER_VIEW | TAINT_RULES
 
 
 @pytest.mark.parametrize("values_set", ["cert-manager", "user-secret"])
 def test_without_builtin_certs_nobody_touches_secrets_or_webhook_configurations(render: Any, values_set: str) -> None:
     granted, _ = grants(render(values_set))
     assert granted == {"gc-gpuclaim-webhook": CLUSTER_VIEW | WEBHOOK_WRITES | GC,
-                       "gc-gpuclaim-extender": CLUSTER_VIEW | TAINT_RULES}
+                       "gc-gpuclaim-extender": CLUSTER_VIEW | TAINT_RULES | FLEET_REVIEWS}
 
 
 def test_no_extender_means_no_extender_service_account_or_binding(render: Any) -> None:
@@ -213,13 +219,12 @@ def test_the_audit_cluster_role_lists_exactly_what_the_audit_reads_and_is_bound_
                 and o["roleRef"]["name"] == "gc-gpuclaim-audit"]
 
 
-FLEET_REVIEWS: set[Grant] = {("*", "authentication.k8s.io", "tokenreviews", "create", "*"),
-                             ("*", "authorization.k8s.io", "subjectaccessreviews", "create", "*")}
-
-
 def test_the_fleet_port_adds_only_token_and_access_reviews_to_the_extender() -> None:
-    """With fleet.listen set, the extender asks TokenReview and SubjectAccessReview (docs/fleet.md); without it,
-    not even that (the default install's grants above)."""
-    granted, external = grants(render_values({"config": {"fleet": {"listen": "0.0.0.0:8890"}}}))
-    assert granted["gc-gpuclaim-extender"] == CLUSTER_VIEW | TAINT_RULES | FLEET_REVIEWS
-    assert external == {}
+    """With the fleet port on, by the chart's fleet.enabled (the default) or by config fleet.listen, the extender
+    asks TokenReview and SubjectAccessReview (docs/fleet.md); with neither, not even that."""
+    for values in ({}, {"fleet": {"enabled": False}, "config": {"fleet": {"listen": "0.0.0.0:8890"}}}):
+        granted, external = grants(render_values(values))
+        assert granted["gc-gpuclaim-extender"] == CLUSTER_VIEW | TAINT_RULES | FLEET_REVIEWS, values
+        assert external == {}
+    granted, _ = grants(render_values({"fleet": {"enabled": False}}))
+    assert granted["gc-gpuclaim-extender"] == CLUSTER_VIEW | TAINT_RULES

@@ -47,6 +47,12 @@ def test_object_names_are_unique_and_namespaced_objects_live_in_the_release_name
         if ns == "kube-system":
             assert obj["kind"] == "RoleBinding"
             assert obj["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+        elif obj["metadata"]["name"].endswith("-fleet-viewer"):
+            # the fleet's namespace viewers: a Role and its binding in each namespace they are for
+            assert ns in {v["namespace"] for v in rendered.values["fleet"]["rbac"]["namespaceViewers"]}
+        elif obj["metadata"]["name"].endswith("-fleet-dashboard"):
+            # the Grafana dashboard goes where the Grafana sidecar looks
+            assert ns == (rendered.values["fleet"]["dashboard"]["namespace"] or NAMESPACE)
         else:
             assert ns == NAMESPACE, obj["metadata"]
 

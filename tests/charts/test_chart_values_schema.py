@@ -46,6 +46,22 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "bad-digest": ({"image": {"digest": "latest"}}, "/image/digest"),
     "uppercase-scheduler-name": ({"scheduler": {"second": {"name": "GPU"}}}, "/scheduler/second/name"),
     "root-user": ({"securityContext": {"runAsUser": 0}}, "/securityContext/runAsUser"),
+    "privileged-fleet-port": ({"fleet": {"port": 80}}, "/fleet/port"),
+    "fleet-viewer-namespace-not-a-name": (
+        {"fleet": {"rbac": {"namespaceViewers": [{"namespace": "Team_A", "subjects": [{"kind": "Group",
+                                                                                      "name": "a"}]}]}}},
+        "/fleet/rbac/namespaceViewers/0/namespace",
+    ),
+    "fleet-viewer-without-subjects": (
+        {"fleet": {"rbac": {"namespaceViewers": [{"namespace": "team-a", "subjects": []}]}}},
+        "/fleet/rbac/namespaceViewers/0/subjects",
+    ),
+    "fleet-viewer-subject-kind-typo": (
+        {"fleet": {"rbac": {"viewers": [{"kind": "Groups", "name": "admins"}]}}}, "/fleet/rbac/viewers/0/kind",
+    ),
+    "fleet-dashboard-label-not-a-string": (
+        {"fleet": {"dashboard": {"labels": {"grafana_dashboard": 1}}}}, "/fleet/dashboard/labels/grafana_dashboard",
+    ),
 }
 
 

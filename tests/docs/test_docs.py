@@ -46,7 +46,7 @@ CONFIG_PAGE = ROOT / "docs" / "configuration.md"
 PATH_ROOTS = ("gpuclaim/", "e2e/", "tests/", "charts/", "docs/", ".ci/")
 ROOT_FILES = ("Dockerfile", "pyproject.toml", "README.md")
 # Offline commands cheap enough to run for a console block.
-RUNNABLE = ("cel", "lint", "convert", "score")
+RUNNABLE = ("cel", "lint", "convert", "score", "fleet")
 
 
 # --- reading Markdown ---
@@ -257,10 +257,11 @@ def _subparsers(parser: Any) -> dict[str, Any]:
     for action in parser._actions:
         if action.__class__.__name__ == "_SubParsersAction":
             return dict(action.choices)
-    raise AssertionError("the gpuclaim parser has no subcommands")
+    return {}
 
 
 SUBCOMMANDS = _subparsers(PARSER)
+assert SUBCOMMANDS, "the gpuclaim parser has no subcommands"
 GLOBAL_OPTIONS = {s for a in PARSER._actions for s in a.option_strings}
 
 
@@ -371,7 +372,11 @@ def inline_command_problem(span: str) -> str | None:
     name = rest[0]
     if name not in SUBCOMMANDS:
         return f"`{span}`: gpuclaim has no command {name!r}"
-    known = {s for a in SUBCOMMANDS[name]._actions for s in a.option_strings} | GLOBAL_OPTIONS
+    parser = SUBCOMMANDS[name]
+    nested = _subparsers(parser)  # `gpuclaim fleet nodes|pods ...`: the flags of the view named
+    views = [t for t in rest[1:] if t in nested]
+    known = {s for a in parser._actions for s in a.option_strings} | GLOBAL_OPTIONS
+    known |= {s for view in views for a in nested[view]._actions for s in a.option_strings}
     unknown = [t for t in rest[1:] if t.startswith("-") and t != "-" and t not in known and not t.startswith("-o")]
     unknown += [t for t in rest[1:] if t.startswith("-o") and t != "-o" and t not in known]
     if unknown:

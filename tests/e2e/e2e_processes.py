@@ -31,6 +31,7 @@ class Server:
     port: int
     proc: asyncio.subprocess.Process
     log: Path
+    metrics_port: int = 0
 
     @property
     def url(self) -> str:
@@ -47,18 +48,18 @@ class Server:
 
 
 async def start(command: str, *, tls: selfsigned.TlsFiles, kubeconfig: Path, workdir: Path,
-                ready_within: float = 40.0) -> Server:
-    """Run `gpuclaim <command>` and wait until its /readyz answers 200 over TLS verified against our CA."""
-    port = free_port()
+                ready_within: float = 40.0, args: tuple[str, ...] = ()) -> Server:
+    """Run `gpuclaim <command> [args]` and wait until its /readyz answers 200 over TLS verified against our CA."""
+    port, metrics_port = free_port(), free_port()
     log = workdir / f"{command}.log"
     handle = log.open("wb")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "gpuclaim", command, "--listen", f"127.0.0.1:{port}", "--tls-cert", str(tls.cert_path),
-        "--tls-key", str(tls.key_path), "--metrics-listen", f"127.0.0.1:{free_port()}",
-        "--kubeconfig", str(kubeconfig), cwd=REPO, stdout=handle, stderr=handle,
+        "--tls-key", str(tls.key_path), "--metrics-listen", f"127.0.0.1:{metrics_port}",
+        "--kubeconfig", str(kubeconfig), *args, cwd=REPO, stdout=handle, stderr=handle,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     handle.close()
-    server = Server(command, port, proc, log)
+    server = Server(command, port, proc, log, metrics_port)
     context = ssl.create_default_context(cadata=tls.ca_pem.decode())
     deadline = asyncio.get_running_loop().time() + ready_within
     async with aiohttp.ClientSession() as session:

@@ -85,6 +85,9 @@ spec:
             - --tls-cert=/etc/gpuclaim/tls/tls.crt
             - --tls-key=/etc/gpuclaim/tls/tls.key
             - --metrics-listen=0.0.0.0:{{ $v.metricsPort }}
+            {{- if and (eq .component "extender") $root.Values.fleet.enabled }}
+            - --fleet-listen=0.0.0.0:{{ $root.Values.fleet.port }}
+            {{- end }}
             {{- range $v.extraArgs }}
             - {{ . | quote }}
             {{- end }}
@@ -102,6 +105,12 @@ spec:
             - name: metrics
               containerPort: {{ $v.metricsPort }}
               protocol: TCP
+            {{- if and (eq .component "extender") $root.Values.fleet.enabled }}
+            # The fleet page and /api/v1/fleet (docs/fleet.md): TLS, bearer token, never the scheduler's port.
+            - name: fleet
+              containerPort: {{ $root.Values.fleet.port }}
+              protocol: TCP
+            {{- end }}
           # kubelet probes HTTPS without verifying the certificate, so they work before the
           # caBundle is injected and across rotations.
           startupProbe:
@@ -221,6 +230,12 @@ spec:
       port: {{ $v.metricsPort }}
       targetPort: metrics
       protocol: TCP
+    {{- if and (eq .component "extender") $root.Values.fleet.enabled }}
+    - name: fleet
+      port: {{ $root.Values.fleet.servicePort }}
+      targetPort: fleet
+      protocol: TCP
+    {{- end }}
 {{- if and $v.pdb.enabled (gt (int $v.replicas) 1) }}
 ---
 apiVersion: policy/v1
