@@ -10,21 +10,15 @@ on every request, as behind an authenticating proxy.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 import yaml
 from browser_harness import artifacts_dir
+from kept_demo import kept_demo
 
 from gpuclaim.double.controllers import ResourceClaimController
 from gpuclaim.double.scheduler import Scheduler
@@ -37,22 +31,10 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     workdir = tmp_path_factory.mktemp("fleet-demo-browser")
-    done = subprocess.run([sys.executable, "-m", "gpuclaim", "demo", "--keep", "-o", "json", "--workdir",
-                           str(workdir)], capture_output=True, timeout=180, cwd=REPO, check=False)
-    report = orjson.loads(done.stdout) if done.stdout.strip() else {}
-    pids = list((report.get("keep") or {}).get("pids", {}).values())
-    try:
-        assert done.returncode == 0, done.stderr.decode()[-3000:]
+    with kept_demo(workdir) as report:
         fleet = report["keep"]["fleet"]
         yield {"url": fleet["url"], "tokens": json.loads(Path(fleet["tokens"]).read_text()),
                "kubeconfig": report["keep"]["kubeconfig"], "workdir": workdir}
-    finally:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
 
 
 def open_as(browser: Any, demo: dict[str, Any], token: str, query: str = "") -> int:

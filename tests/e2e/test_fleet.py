@@ -3,14 +3,8 @@ TokenReview and SubjectAccessReview over the RBAC objects the demo creates (gpuc
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import ssl
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,6 +16,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kept_demo import kept_demo
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,12 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     workdir = tmp_path_factory.mktemp("fleet-demo")
-    done = subprocess.run([sys.executable, "-m", "gpuclaim", "demo", "--keep", "-o", "json", "--workdir",
-                           str(workdir)], capture_output=True, timeout=180, cwd=REPO, check=False)
-    report = orjson.loads(done.stdout) if done.stdout.strip() else {}
-    pids = list((report.get("keep") or {}).get("pids", {}).values())
-    try:
-        assert done.returncode == 0, done.stderr.decode()[-3000:]
+    with kept_demo(workdir) as report:
         fleet = report["keep"]["fleet"]
         tokens = json.loads(Path(fleet["tokens"]).read_text())
         context = ssl.create_default_context(cafile=fleet["ca"])
@@ -42,13 +32,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         yield {"report": report, "fleet": fleet, "tokens": tokens, "context": context,
                "api": report["stack"]["apiserver"]["url"], "api_context": ssl.create_default_context(
                    cafile=str(api_ca))}
-    finally:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
 
 
 def get(demo: dict[str, Any], query: str = "", token: str | None = None, path: str = "/api/v1/fleet"

@@ -3,13 +3,8 @@ fleet API, read with the demo's cluster-wide viewer token, device state by devic
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import ssl
-import subprocess
-import sys
 import time
 import urllib.request
 from collections import Counter
@@ -17,6 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from kept_demo import kept_demo
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuclaim.fleet import metrics
@@ -26,12 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.timeout(300)
 def test_the_demo_extenders_metrics_port_exports_what_its_fleet_api_shows(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "gpuclaim", "demo", "--keep", "-o", "json", "--workdir",
-                           str(tmp_path)], capture_output=True, timeout=240, cwd=REPO, check=False)
-    report = orjson.loads(done.stdout) if done.stdout.strip() else {}
-    pids = list((report.get("keep") or {}).get("pids", {}).values())
-    try:
-        assert done.returncode == 0, done.stderr.decode()[-3000:]
+    with kept_demo(tmp_path, timeout=240) as report:
         stack = report["stack"]
         token = json.loads(Path(stack["fleet"]["tokens"]).read_text())["admin"]
         request = urllib.request.Request(stack["fleet"]["api"], headers={"Authorization": f"Bearer {token}"})
@@ -64,10 +55,3 @@ def test_the_demo_extenders_metrics_port_exports_what_its_fleet_api_shows(tmp_pa
                 key = (node["name"], node["drivers"][0])
                 assert largest[key] == node["summary"]["largestFreeTightGroup"]
                 assert stranded[key] == node["summary"]["stranded"]
-    finally:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)

@@ -10,14 +10,10 @@ from Go modules by `python -m e2e.kube build`, tests/kube_binaries.py), never th
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +22,7 @@ import kube_binaries
 import orjson
 import pytest
 import yaml
+from kept_demo import kept_demo
 
 from e2e.kube import build
 from gpuclaim.double.apiserver import discovery
@@ -45,20 +42,8 @@ def kubectl() -> Path:
 def kept(tmp_path_factory: pytest.TempPathFactory, kubectl: Path) -> Iterator[dict[str, Any]]:
     """`gpuclaim demo --keep -o json`: its report (with `keep`) and workdir; its processes are stopped after."""
     workdir = tmp_path_factory.mktemp("kept")
-    done = subprocess.run([sys.executable, "-m", "gpuclaim", "demo", "--keep", "-o", "json", "--workdir",
-                           str(workdir)], capture_output=True, timeout=120, cwd=REPO, check=False)
-    report = orjson.loads(done.stdout) if done.stdout.strip() else {}
-    pids = list((report.get("keep") or {}).get("pids", {}).values())
-    try:
-        assert done.returncode == 0, done.stderr.decode()[-3000:]
+    with kept_demo(workdir, timeout=120) as report:
         yield {"report": report, "workdir": workdir, "cache": tmp_path_factory.mktemp("kubectl-home")}
-    finally:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
 
 
 def run(kubectl: Path, kept: dict[str, Any], line: str) -> subprocess.CompletedProcess[str]:
