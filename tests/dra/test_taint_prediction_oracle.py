@@ -86,4 +86,4 @@ def test_the_prediction_equals_the_upstream_allocator_on_tainted_slices(
         assert ours is None, (upstream, ours)
         return
     ((picked, _),) = upstream[1]
-    assert ours == tuple(f"{driver}/{pool}/{dev}" for _, driver, pool, dev, _ in picked), (upstream, ours)
+    assert ours == tuple(f"{driver}/{pool}/{dev}" for _, driver, pool, dev, *_ in picked), (upstream, ours)
