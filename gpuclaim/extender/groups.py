@@ -15,8 +15,9 @@ identifiers replaced by their pattern:
 
 Two nodes with one signature get the same allocation (same device positions) and the same score, so the
 first node's verdict is reused with the second node's device names. Anything that would make the answer
-depend on more than this (a selector error, devices with counters or taints) gets no signature: that node is
-simulated on its own. The cache needs no invalidation: a changed node has a changed signature.
+depend on more than this (a selector error, devices with counters or taints, a device other claims hold shares
+of) gets no signature: that node is simulated on its own. The cache needs no invalidation: a changed node has a
+changed signature.
 """
 
 from __future__ import annotations
@@ -65,9 +66,10 @@ def signature(state: Any, key: bytes, selector_chains: Sequence[Chain], attribut
     """``state`` is a predict.NodeState (typed loosely to keep this module free of an import cycle)."""
     pools = state.pools
     held = state.held
+    shared = state.shared.devices  # what shares left of a device's capacity is per node
     rows = []
     for candidate in pools.candidates:
-        if candidate.consumes or candidate.taints:
+        if candidate.consumes or candidate.taints or candidate.id in shared:
             return None
         device = candidate.device
         outcomes = []

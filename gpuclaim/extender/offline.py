@@ -59,6 +59,7 @@ class OfflineView:
         self._states: dict[str, NodeState] = {}
         self.verdict_groups = GroupCache()
         self._held: frozenset[DeviceID] | None = None
+        self._shared: allocator.SharedUsage = allocator.NO_SHARES
 
     @classmethod
     def from_directory(cls, directory: Path, *, config: ExtenderConfig,
@@ -158,11 +159,15 @@ class OfflineView:
         # as kube-scheduler's slice tracker hands them to its allocator: with every matching DeviceTaintRule's taint
         slices = taints.apply_to_slices(slices, self.rules, self.model, self._classes)
         pools = allocator.gather_pools(node, slices, features=self.features)
+        shares_apart = self.features.consumable_capacity  # the scheduler leaves shared devices to others
         if self._held is None:
-            self._held = frozenset(allocator.allocated_devices(self._parsed_claims()))
-        held = self._held
+            parsed = self._parsed_claims()
+            self._held = frozenset(allocator.allocated_devices(parsed, shares_apart=shares_apart))
+            self._shared = allocator.shared_usage(parsed) if shares_apart else allocator.NO_SHARES
+        held, shared = self._held, self._shared
         state = NodeState.build(config=self.config, pools=pools, is_held=held.__contains__,
-                                annotations=meta.get("annotations") or {}, features=self.features)
+                                annotations=meta.get("annotations") or {}, features=self.features,
+                                shared_of=lambda _devices: shared)
         self._states[name] = state
         return state
 

@@ -56,6 +56,8 @@ class NodeState:
     device_names: tuple[str, ...] = ()
     # the allocator the cluster's kube-scheduler runs (its version's features); `pools` were gathered with them
     features: allocator.Features = NEWEST_FEATURES
+    # with ConsumableCapacity: shares other claims hold of this node's devices (not in `held`), by consumed capacity
+    shared: allocator.SharedUsage = allocator.NO_SHARES
 
     @property
     def name(self) -> str:
@@ -64,12 +66,16 @@ class NodeState:
     @classmethod
     def build(cls, *, config: ExtenderConfig, pools: allocator.NodePools, is_held: Callable[[DeviceID], bool],
               annotations: Mapping[str, str] | None = None,
-              features: allocator.Features = NEWEST_FEATURES) -> NodeState:
+              features: allocator.Features = NEWEST_FEATURES,
+              shared_of: Callable[[Sequence[DeviceID]], allocator.SharedUsage] | None = None) -> NodeState:
+        """``is_held``: taken whole; with ConsumableCapacity the caller passes only dedicated devices there and
+        ``shared_of`` gives what shares use of the node's devices."""
         devices = [(c.id, c.device) for c in pools.candidates]
         held = frozenset(d for d, _ in devices if is_held(d))
+        shared = shared_of([d for d, _ in devices]) if shared_of is not None else allocator.NO_SHARES
         return cls(pools=pools, held=held, topology=NodeTopology(config=config, devices=devices,
                                                                   annotations=annotations),
-                   device_names=tuple(str(d) for d, _ in devices), features=features)  # fmt: skip
+                   device_names=tuple(str(d) for d, _ in devices), features=features, shared=shared)  # fmt: skip
 
 
 class ClusterView(Protocol):
@@ -359,7 +365,7 @@ def _simulate(state: NodeState, request: PodRequest, *, classes: Mapping[str, De
     if short is not None:
         return score.NodeVerdict(node=state.name, score=None, devices=(), reason=short, strict=score.NO_DOMAINS)
     outcome = allocator.allocate_on(state.pools, claims, classes=classes, allocated=state.held,
-                                    features=state.features)
+                                    features=state.features, shared=state.shared)
     if not outcome.ok:
         result = score.unfit(state.name, outcome)
     else:

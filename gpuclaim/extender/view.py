@@ -203,9 +203,12 @@ class LiveView:
         if rules:  # as kube-scheduler's slice tracker hands them to its allocator
             parsed = taints.apply_to_slices(parsed, rules, model, self.classes())
         pools = allocator.gather_pools(allocator.NodeInfo(name, labels or {}), parsed, features=self._features)
-        state = NodeState.build(config=self.config.extender, pools=pools, is_held=self.cache.is_allocated,
+        shares_apart = self._features.consumable_capacity  # the scheduler leaves shared devices to others
+        state = NodeState.build(config=self.config.extender, pools=pools,
+                                is_held=self.cache.is_dedicated if shares_apart else self.cache.is_allocated,
                                 annotations=(node_obj.get("metadata") or {}).get("annotations") or {},
-                                features=self._features)
+                                features=self._features,
+                                shared_of=self.cache.shared_usage if shares_apart else None)
         self._states[name] = state
         self.rebuilds += 1
         return state

@@ -17,11 +17,12 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from gpuclaim.dra.allocator import SharedUsage
 from gpuclaim.dra.api import DeviceID, ResourceSlice
 from gpuclaim.kube.backoff import Backoff
 from gpuclaim.kube.claims import ClaimIndex
@@ -221,6 +222,12 @@ class ClusterCache:
 
     def is_allocated(self, device: DeviceID) -> bool:
         return self.claim_index.is_allocated(device)
+
+    def is_dedicated(self, device: DeviceID) -> bool:
+        return self.claim_index.is_dedicated(device)
+
+    def shared_usage(self, devices: Iterable[DeviceID]) -> SharedUsage:
+        return self.claim_index.shared_usage(devices)
 
     def allocated_devices(self) -> frozenset[DeviceID]:
         return self.claim_index.allocated()

@@ -2,15 +2,21 @@
 
 Allocated devices are what kube-scheduler counts as taken: every `status.allocation.devices.results`
 entry of every claim, except adminAccess results (those never block anybody else). A reference
-count per device keeps deletes exact even if two claims list the same device.
+count per device keeps deletes exact even if two claims list the same device. A result with a `shareID`
+(DRAConsumableCapacity, on by default from 1.36) is a share of a device that allows multiple allocations: a
+scheduler with the gate on leaves that device to other claims while capacity remains, so shares are also
+counted apart, with the capacity they consume.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
 from typing import Any
 
+from gpuclaim.dra.allocator import SharedUsage
 from gpuclaim.dra.api import DeviceID
+from gpuclaim.dra.quantity import QuantityError, parse_quantity
 
 Obj = dict[str, Any]
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -25,6 +31,25 @@ def _allocated(claim: Obj | None) -> tuple[DeviceID, ...]:
                  if not r.get("adminAccess") and {"driver", "pool", "device"} <= r.keys())
 
 
+def _shares(claim: Obj | None) -> tuple[tuple[DeviceID, dict[str, Fraction]], ...]:
+    """The claim's shares: (device, consumed capacity) of each non-adminAccess result with a shareID."""
+    if claim is None:
+        return ()
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    out = []
+    for r in (allocation.get("devices") or {}).get("results") or ():
+        if r.get("adminAccess") or not r.get("shareID") or not {"driver", "pool", "device"} <= r.keys():
+            continue
+        consumed: dict[str, Fraction] = {}
+        for name, value in (r.get("consumedCapacity") or {}).items():
+            try:
+                consumed[str(name)] = parse_quantity(str(value)).value
+            except QuantityError:  # the apiserver validated it; an unreadable one consumes nothing we can count
+                continue
+        out.append((DeviceID(r["driver"], r["pool"], r["device"]), consumed))
+    return tuple(out)
+
+
 def _owner_pod_uid(claim: Obj) -> str | None:
     for ref in claim["metadata"].get("ownerReferences") or ():
         if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller"):
@@ -36,6 +61,8 @@ class ClaimIndex:
     def __init__(self) -> None:
         self.claims: dict[tuple[str, str], Obj] = {}
         self._refcount: dict[DeviceID, int] = {}
+        self._share_count: dict[DeviceID, int] = {}
+        self._share_consumed: dict[DeviceID, dict[str, Fraction]] = {}
         self._by_owner: dict[str, set[tuple[str, str]]] = {}
 
     def on_claim(self, old: Obj | None, new: Obj | None) -> None:
@@ -45,6 +72,8 @@ class ClaimIndex:
                 self._refcount[device] = left
             else:
                 self._refcount.pop(device, None)
+        for device, consumed in _shares(old):
+            self._count_share(device, consumed, -1)
         if old is not None:
             key = (old["metadata"].get("namespace", ""), old["metadata"]["name"])
             self.claims.pop(key, None)
@@ -58,12 +87,34 @@ class ClaimIndex:
             self.claims[key] = new
             for device in _allocated(new):
                 self._refcount[device] = self._refcount.get(device, 0) + 1
+            for device, consumed in _shares(new):
+                self._count_share(device, consumed, +1)
             owner = _owner_pod_uid(new)
             if owner is not None:
                 self._by_owner.setdefault(owner, set()).add(key)
 
+    def _count_share(self, device: DeviceID, consumed: Mapping[str, Fraction], sign: int) -> None:
+        left = self._share_count.get(device, 0) + sign
+        if left <= 0:
+            self._share_count.pop(device, None)
+            self._share_consumed.pop(device, None)
+            return
+        self._share_count[device] = left
+        total = self._share_consumed.setdefault(device, {})
+        for name, value in consumed.items():
+            total[name] = total.get(name, Fraction(0)) + sign * value
+
     def is_allocated(self, device: DeviceID) -> bool:
         return device in self._refcount
+
+    def is_dedicated(self, device: DeviceID) -> bool:
+        """Allocated by a result that is not a share: taken whole, even where ConsumableCapacity is on."""
+        return self._refcount.get(device, 0) > self._share_count.get(device, 0)
+
+    def shared_usage(self, devices: Iterable[DeviceID]) -> SharedUsage:
+        """What shares take of `devices` (the allocator's ``shared`` for one node)."""
+        held = frozenset(d for d in devices if d in self._share_count)
+        return SharedUsage(held, {d: dict(self._share_consumed.get(d, {})) for d in held})
 
     def allocated(self) -> frozenset[DeviceID]:
         return frozenset(self._refcount)
