@@ -272,10 +272,15 @@ class _Checker:
         e.loop_cond = self.visit(e.loop_cond)
         e.loop_step = self.visit(e.loop_step)
         self.scopes.pop()
+        if self.sub(self.out.type_of(e.loop_step)).is_param:
+            # cel-go resolves @sortByAssociatedKeys(list(T), list(K)) over its overloads in order, int first: a
+            # free key type is bound to int, and so is the element type when the key is the element
+            # (`[].sortBy(y, y)` is a list(int))
+            self.assignable(self.sub(self.out.type_of(e.loop_step)), t.INT)
         self.scopes.append({e.accu_var: t.list_of(elem)})
         e.result = self.visit(e.result)
         self.scopes.pop()
-        return self.set(e, t.list_of(elem))
+        return self.set(e, self.sub(t.list_of(elem)))
 
     def comprehension(self, e: ast.Comprehension) -> ast.Expr:
         """cel-go ``checkComprehension``: the macros' expansions are typed as written, so the element type of

@@ -297,8 +297,9 @@ class _Coster:
         @in.map(x, key)))``: the bind's empty range (10), the map's range ident (1) and its step besides the key
         (accu + `[key]` + `_+_`: 12 a element), the receiver ident (1), and the call, estimated as sort() of the
         keys; its result size is the square of theirs, as cel-go's estimateAllocatingListCall reports it."""
-        keys = self.type(e.loop_step).name
-        factor = 2.0 + (_STR if keys in ("string", "bytes") else 0)
+        keys = self.type(e.loop_step)
+        # a dyn key may be a string: cel-go estimates the call by every overload it may take, the costliest wins
+        factor = 2.0 + (_STR if keys.name in ("string", "bytes") or keys.is_dyn else 0)
         size = count * count
         self.sizes[e.id] = size
         self.entries.pop(e.id, None)
