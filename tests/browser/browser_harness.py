@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from e2e.browser import Browser, missing
@@ -80,3 +81,18 @@ def serve_in_thread(make_app: Callable[[], web.Application]) -> Iterator[Served]
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)
         loop.close()
+
+
+def chromium_session() -> Iterator[Browser]:
+    """A module fixture's body: one headless Chromium, or a skip that says why (a failure under
+    GPUCLAIM_BROWSER=require, as .ci/run sets it once chromium is installed)."""
+    reason = missing()
+    if reason:
+        if os.environ.get("GPUCLAIM_BROWSER") == "require":
+            pytest.fail(f"GPUCLAIM_BROWSER=require but {reason}")
+        pytest.skip(f"browser tests skipped: {reason}")
+    browser = Browser()
+    try:
+        yield browser
+    finally:
+        browser.close()

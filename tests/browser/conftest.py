@@ -7,12 +7,11 @@ as the test left it is saved to the artifact directory, named after the test.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 
 import pytest
-from browser_harness import Browser, artifacts_dir, missing
+from browser_harness import Browser, artifacts_dir, chromium_session
 
 
 class PageBrowser:
@@ -28,16 +27,7 @@ class PageBrowser:
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Browser]:
-    reason = missing()
-    if reason:
-        if os.environ.get("GPUCLAIM_BROWSER") == "require":
-            pytest.fail(f"GPUCLAIM_BROWSER=require but {reason}")
-        pytest.skip(f"browser tests skipped: {reason}")
-    browser = Browser()
-    try:
-        yield browser
-    finally:
-        browser.close()
+    yield from chromium_session()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ require); it accepts the cluster's self-issued serving certificate (DevTools' Se
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -17,23 +16,14 @@ import pytest
 from realkube_cluster import Kube, gpu_pod
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
-from browser_harness import Browser, artifacts_dir, missing
+from browser_harness import Browser, artifacts_dir, chromium_session
 
 RBAC = "rbac.authorization.k8s.io"
 
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Browser]:
-    reason = missing()
-    if reason:
-        if os.environ.get("GPUCLAIM_BROWSER") == "require":
-            pytest.fail(f"GPUCLAIM_BROWSER=require but {reason}")
-        pytest.skip(f"browser tests skipped: {reason}")
-    browser = Browser()
-    try:
-        yield browser
-    finally:
-        browser.close()
+    yield from chromium_session()
 
 
 def _token(kube: Kube, ns: str, name: str) -> str:
