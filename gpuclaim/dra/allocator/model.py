@@ -101,6 +101,14 @@ class Features:
         return self.minor >= 36
 
     @property
+    def rescans_from_first_device(self) -> bool:
+        """0.34 and 0.35: each further device of a request is searched from the first device of the first pool,
+        so a device that allows multiple allocations can take a second share in the same request (D35/…/
+        experimental/allocator_experimental.go:1024-1032). 0.36+ go on after the device just picked
+        (``startLocation``, D36/…/experimental/allocator_experimental.go:1017-1033, 1191-1217)."""
+        return self.minor <= 35
+
+    @property
     def device_in_cel_errors(self) -> bool:
         """0.37: a selector's runtime error names the device before "CEL runtime error:" ("selector #0 on device
         d: ..."; D37/…/incubating/allocator_incubating.go:1301-1303); before, gpuclaim's wording appends it."""

@@ -62,6 +62,7 @@ class _Search:
         self.results: list[list[tuple[Alternative, Candidate, dict[str, Quantity] | None]]] = [[] for _ in claims]
         self.shared = shared
         self.consumable = self.features.consumable_capacity
+        self.rescan = self.features.rescans_from_first_device
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}  # shares this attempt takes
         self.available: dict[int, dict[tuple[str, str], Fraction]] = {}  # pool -> counters left before this call
         self.consumed: dict[int, dict[tuple[str, str], Fraction]] = {}  # pool -> counters taken by this call
@@ -144,8 +145,12 @@ class _Search:
                 continue
             if not self.take(c, alt, candidate, must=False, d=d):
                 continue
+            # Where upstream rescans from the first device, the devices before i were already tried at this depth
+            # (constraints, counters and capacity do not depend on the order of picks), so only the device just
+            # picked is new to the next depth: a shared one may take a second share.
+            after = i if self.rescan and self._multi(candidate) else i + 1
             try:
-                done = self.one(c, r, s, d + 1, in_sub, i + 1)
+                done = self.one(c, r, s, d + 1, in_sub, after)
             except BaseException:
                 self.release(c, alt, candidate)
                 raise
