@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import shutil
 import statistics
 import sys
@@ -117,6 +118,7 @@ def _delete_all(api: Api) -> None:
 def _schedule_run(stack: Stack, api: Api, count: int, *, extender: bool, label: str) -> Obj:
     latencies = _create_all(api, count, label)
     _wait(f"{count} claims", lambda: len(api.list("ResourceClaim", NAMESPACE)) >= count, timeout=300)
+    cpu_before = _cpu_seconds(stack)
     started = time.monotonic()
     stack.plane.start_scheduler(stack.gpuclaim.extenders() if extender else [])
     ready = time.monotonic()
@@ -132,6 +134,7 @@ def _schedule_run(stack: Stack, api: Api, count: int, *, extender: bool, label: 
             raise RuntimeError(f"{label}: {bound} of {count} bound after 900 s")
         time.sleep(0.1)
     assert first is not None
+    cpu = {name: round(seconds - cpu_before.get(name, 0.0), 2) for name, seconds in _cpu_seconds(stack).items()}
     stop_procs([stack.plane.procs.pop("kube-scheduler")])
     span = max(now - first[0], 1e-3)
     _log(f"  {label}: {count} bound in {now - ready:.1f}s")
@@ -140,7 +143,26 @@ def _schedule_run(stack: Stack, api: Api, count: int, *, extender: bool, label: 
     _delete_all(api)
     return {"pods_per_s": round((count - first[1]) / span, 1) if count > first[1] else None,
             "bind_all_s": round(now - ready, 2), "scheduler_start_s": round(ready - started, 2),
-            "allocated": allocated, "create_ms": latencies}
+            "allocated": allocated, "create_ms": latencies, "cpu_s": cpu}
+
+
+def _per_pod(cpu_s: dict[str, float], pods: int) -> dict[str, float]:
+    return {name: round(seconds * 1000 / pods, 2) for name, seconds in cpu_s.items()}
+
+
+def _cpu_seconds(stack: Stack) -> dict[str, float]:
+    """CPU seconds (user + system) each process of the stack has used so far, from /proc: on two shared cores a
+    throughput ratio moves with the machine's load, the CPU each component spends per pod much less."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    pids = [(name, proc.pid) for name, proc in [*stack.plane.procs.items(), *stack.gpuclaim.procs.items()]]
+    for name, pid in [*pids, ("bench", os.getpid())]:  # the bench's own polling of the pods is on the cores too
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[name] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
 
 
 def _ten_device_nodes(plan: install.FleetPlan) -> None:
@@ -258,6 +280,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             "pods_per_s_without": without["pods_per_s"], "pods_per_s_with": with_ext["pods_per_s"],
                             "bind_all_s_without": without["bind_all_s"], "bind_all_s_with": with_ext["bind_all_s"],
                             "allocated_without": without["allocated"], "allocated_with": with_ext["allocated"],
+                            # CPU ms per measured pod, per process: where the extender's cost lands on the cores
+                            "cpu_ms_per_pod_without": _per_pod(without["cpu_s"], pods),
+                            "cpu_ms_per_pod_with": _per_pod(with_ext["cpu_s"], pods),
                             # the extender's own time per call, as it measures it: what it adds to a cycle
                             "extender_calls": int(calls - calls_before),
                             "extender_ms_per_call": round((seconds - seconds_before) * 1000
