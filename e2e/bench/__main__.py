@@ -46,6 +46,16 @@ def _environment() -> dict[str, object]:
     }
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.bench")
     parser.add_argument("name", choices=BENCHMARKS)
@@ -56,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", metavar="S[,S...]", type=_shapes, default=SCHEDULER_SHAPES,
                         help="for the scheduler benchmark: the cluster shapes to measure, any of "
                              f"{', '.join(SCHEDULER_SHAPES)} (default: all; create latency is measured in every run)")
+    parser.add_argument("--pairs", metavar="N", type=_positive, default=3,
+                        help="for the scheduler benchmark: runs without and with the extender per shape, in "
+                             "alternating order; the ratio is the median of the pairs' (default: 3)")
     args = parser.parse_args(argv)
     try:
         module = importlib.import_module(f"e2e.bench.{args.name}")

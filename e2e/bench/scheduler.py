@@ -1,4 +1,4 @@
-"""`python -m e2e.bench scheduler [--quick] [--kubernetes-version X.Y] [--shapes S[,S...]]`: the real
+"""`python -m e2e.bench scheduler [--quick] [--kubernetes-version X.Y] [--shapes S[,S...]] [--pairs N]`: the real
 kube-scheduler (built from Go modules, the newest minor by default) scheduling one-GPU pods on fake GPU nodes
 with real ResourceSlices, without and with gpuclaim's extender, on scheduler_perf's DRA shapes; and pod-create
 latency through the real kube-apiserver without and with gpuclaim's webhooks.
@@ -19,7 +19,11 @@ Create latency is measured first, on the idle cluster with the scheduler stopped
 the same pod N times without them (unconverted, it would never schedule on 1.35: no node advertises
 nvidia.com/gpu), each batch deleted again.
 
-Figures per shape (`shapes.<name>`): `pods_per_s_without`, `pods_per_s_with`, `ratio`; overall `ratio_min`
+Each shape is measured in `--pairs` pairs of runs (3 by default), without and with the extender, the order
+alternating from pair to pair: on two shared cores one pair's ratio moved between 0.81 and 1.08 within 15
+minutes for the same code (2026-11-27), so the figure is the median of the pairs' ratios, each pair's kept.
+Figures per shape (`shapes.<name>`): `pods_per_s_without`, `pods_per_s_with` (medians), `ratio`, `ratios`,
+`cpu_ms_per_pod_without` / `_with` (CPU ms per measured pod of each process of the stack); overall `ratio_min`
 (target >= 0.9 on every shape), `create_p50_ms_*`, `create_p99_ms_without`, `create_p99_ms_with`,
 `create_overhead_p99_ms` (target <= 10). Also `create_p99_ms_native` and `create_overhead_vs_native_p99_ms`: the
 converted pod written DRA-native by hand and created without the webhooks, so the resourceclaim controller makes a
@@ -146,8 +150,9 @@ def _schedule_run(stack: Stack, api: Api, count: int, *, extender: bool, label: 
             "allocated": allocated, "create_ms": latencies, "cpu_s": cpu}
 
 
-def _per_pod(cpu_s: dict[str, float], pods: int) -> dict[str, float]:
-    return {name: round(seconds * 1000 / pods, 2) for name, seconds in cpu_s.items()}
+def _per_pod(cpu_s: list[dict[str, float]], pods: int) -> dict[str, float]:
+    return {name: round(statistics.median(run.get(name, 0.0) for run in cpu_s) * 1000 / pods, 2)
+            for name in cpu_s[0]}
 
 
 def _cpu_seconds(stack: Stack) -> dict[str, float]:
@@ -238,6 +243,50 @@ def _create_latency(api: Api, count: int, native: Callable[[str], Obj]) -> dict[
     return {"with": with_webhooks, "without": plain, "native": dra_native}
 
 
+def _measure_shape(stack: Stack, api: Api, pods: int, shape: str, filled: int, pairs: int) -> Obj:
+    """`pairs` runs without and with the extender, alternating which goes first (without-with, with-without, ...),
+    so a change in the machine's load during the shape falls on both sides; the ratio is the median of the
+    pairs' ratios, and every pair's is kept."""
+    runs: dict[bool, list[Obj]] = {False: [], True: []}
+    calls = seconds = 0.0
+    for pair in range(pairs):
+        for extender in ((False, True) if pair % 2 == 0 else (True, False)):
+            side = "with" if extender else "without"
+            _log(f"{shape} ({filled} devices in use), pair {pair + 1} of {pairs}: {pods} pods, {side} the extender")
+            calls_before, seconds_before = _extender_calls(stack)
+            runs[extender].append(_schedule_run(stack, api, pods, extender=extender, label=f"{shape}-{side}"))
+            calls_after, seconds_after = _extender_calls(stack)
+            if extender:
+                calls, seconds = calls + calls_after - calls_before, seconds + seconds_after - seconds_before
+            _log(f"  {runs[extender][-1]['pods_per_s']} pods/s")
+    without, with_ext = runs[False], runs[True]
+    ratios = [round(w["pods_per_s"] / o["pods_per_s"], 3) for o, w in zip(without, with_ext, strict=True)
+              if o["pods_per_s"] and w["pods_per_s"]]
+    figures: Obj = {"devices_in_use_before": filled, "pairs": pairs,
+                    "pods_per_s_without": _median_of(without, "pods_per_s"),
+                    "pods_per_s_with": _median_of(with_ext, "pods_per_s"),
+                    "pods_per_s_runs_without": [r["pods_per_s"] for r in without],
+                    "pods_per_s_runs_with": [r["pods_per_s"] for r in with_ext],
+                    "allocated_without": min(r["allocated"] for r in without),
+                    "allocated_with": min(r["allocated"] for r in with_ext),
+                    # CPU ms per measured pod, per process (median over the runs): where the extender's cost
+                    # lands on the cores, which moves far less with the machine's load than throughput does
+                    "cpu_ms_per_pod_without": _per_pod([r["cpu_s"] for r in without], pods),
+                    "cpu_ms_per_pod_with": _per_pod([r["cpu_s"] for r in with_ext], pods),
+                    # the extender's own time per call, as it measures it: what it adds to a cycle
+                    "extender_calls": int(calls),
+                    "extender_ms_per_call": round(seconds * 1000 / max(calls, 1), 3)}
+    if ratios:
+        figures["ratio"] = round(statistics.median(ratios), 3)
+        figures["ratios"] = ratios
+    return figures
+
+
+def _median_of(runs: list[Obj], key: str) -> float | None:
+    values = [r[key] for r in runs if r[key]]
+    return round(statistics.median(values), 1) if values else None
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     nodes, pods = (50, 50) if args.quick else (500, 500)
     devices = nodes * DEVICES_PER_NODE
@@ -269,27 +318,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for shape in args.shapes:
             target = {"empty": 0, "half": devices // 2, "full": devices - pods}[shape]
             filled = _fill(stack, api, target, filled)
-            _log(f"{shape} ({filled} of {devices} devices in use): {pods} pods, scheduler without the extender")
-            without = _schedule_run(stack, api, pods, extender=False, label=f"{shape}-without")
-            _log(f"  {without['pods_per_s']} pods/s; {pods} pods, scheduler with the extender")
-            calls_before, seconds_before = _extender_calls(stack)
-            with_ext = _schedule_run(stack, api, pods, extender=True, label=f"{shape}-with")
-            calls, seconds = _extender_calls(stack)
-            _log(f"  {with_ext['pods_per_s']} pods/s")
-            figures: Obj = {"devices_in_use_before": filled,
-                            "pods_per_s_without": without["pods_per_s"], "pods_per_s_with": with_ext["pods_per_s"],
-                            "bind_all_s_without": without["bind_all_s"], "bind_all_s_with": with_ext["bind_all_s"],
-                            "allocated_without": without["allocated"], "allocated_with": with_ext["allocated"],
-                            # CPU ms per measured pod, per process: where the extender's cost lands on the cores
-                            "cpu_ms_per_pod_without": _per_pod(without["cpu_s"], pods),
-                            "cpu_ms_per_pod_with": _per_pod(with_ext["cpu_s"], pods),
-                            # the extender's own time per call, as it measures it: what it adds to a cycle
-                            "extender_calls": int(calls - calls_before),
-                            "extender_ms_per_call": round((seconds - seconds_before) * 1000
-                                                          / max(calls - calls_before, 1), 3)}
-            if without["pods_per_s"] and with_ext["pods_per_s"]:
-                figures["ratio"] = round(with_ext["pods_per_s"] / without["pods_per_s"], 3)
-            shapes[shape] = figures
+            shapes[shape] = _measure_shape(stack, api, pods, shape, filled, args.pairs)
         api.close()
     finally:
         stack.stop()

@@ -30,3 +30,13 @@ def test_an_unknown_shape_is_refused_by_name(given: str, named: str, capsys: pyt
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert f"argument --shapes: unknown shape {named}: choose from empty, half, full" in err
+
+
+@pytest.mark.parametrize(("given", "said"), [("0", "must be 1 or more, not 0"), ("-2", "must be 1 or more, not -2"),
+                                             ("two", "not a whole number: 'two'")])
+def test_a_bad_pair_count_is_refused_with_what_is_wrong(given: str, said: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        bench_main.main(["scheduler", "--pairs", given])
+    assert exit_.value.code == 2
+    assert f"argument --pairs: {said}" in capsys.readouterr().err
