@@ -66,9 +66,11 @@ async def _args(request: web.Request) -> wire.ExtenderArgs:
     return wire.decode_args(body, max_nodes=max_nodes)
 
 
-async def _verdicts(request: web.Request, args: wire.ExtenderArgs
+async def _verdicts(request: web.Request, args: wire.ExtenderArgs,
+                    needed: Callable[[predict.PodRequest], bool] | None = None,
                     ) -> tuple[predict.PodRequest | None, list[NodeVerdict]]:
-    """None when the pod has nothing to predict (no claims, or every claim allocated or invisible)."""
+    """None when the pod has nothing to predict (no claims, or every claim allocated or invisible); no verdicts
+    when ``needed`` says the caller's answer does not depend on them."""
     app = request.app
     metrics, view, config = app[keys.METRICS], app[keys.VIEW], app[keys.CONFIG]
     if not predict.needs_prediction(args.pod):
@@ -76,7 +78,7 @@ async def _verdicts(request: web.Request, args: wire.ExtenderArgs
         return None, []
     metrics.pods.labels("with").inc()
     pod_request = predict.resolve(args.pod, view, config, getattr(view, "parsed_claims", None))
-    if pod_request.empty:
+    if pod_request.empty or (needed is not None and not needed(pod_request)):
         return pod_request, []
     names = args.node_names
     # predicted in slices with the loop yielded between them: a new pod shape over 5,000 nodes simulates for
@@ -138,6 +140,10 @@ async def prioritize(request: web.Request) -> web.Response:
     return _answer(body)
 
 
+def _filter_needs_verdicts(pod_request: predict.PodRequest) -> bool:
+    return bool(pod_request.required or pod_request.pinned)
+
+
 async def filter_nodes(request: web.Request) -> web.Response:
     """Fails nodes for pods with the hard topology annotation, and nodes an allocated claim of the pod cannot be
     used on (as the in-tree Filter does); every other node passes."""
@@ -148,7 +154,11 @@ async def filter_nodes(request: web.Request) -> web.Response:
     try:
         args = await _args(request)
         args, avoided = mixed.avoid(args, request.app[keys.MIXED])
-        pod_request, verdicts = await _verdicts(request, args)
+        # only a hard topology annotation or an allocated claim can fail a node: for any other pod (every
+        # converted one) every node passes, so nothing is predicted here and prioritize, the call that needs the
+        # verdicts, is the only one per scheduling cycle that computes them (2026-11-27: with both computing
+        # them, the extender took 3.1 ms of CPU per pod in the scheduler bench, 0.6 without its calls)
+        pod_request, verdicts = await _verdicts(request, args, needed=_filter_needs_verdicts)
         if pod_request is not None and not pod_request.required and pod_request.pinned:
             # as kube-scheduler's own Filter: nodes an allocated claim of the pod cannot be used on fail
             passed = [v.node for v in verdicts if not v.pinned]

@@ -131,6 +131,22 @@ async def test_filter_passes_everything_unless_the_pod_asks_for_hard_topology(ai
     assert "no ResourceSlice or Node known" in out["FailedNodes"]["ghost"]
 
 
+async def test_filter_predicts_nothing_for_a_pod_no_prediction_can_fail(aiohttp_client: Any) -> None:
+    """kube-scheduler calls /filter and then /prioritize in every cycle: for a pod without hard topology or an
+    allocated claim every node passes, so only /prioritize computes (and caches) the verdicts."""
+    view = _fleet()
+    client = await _client(aiohttp_client, view)
+    out = await (await client.post("/filter", data=_args(fleet.pod("two"), ["a", "b"]))).json()
+    assert out["NodeNames"] == ["a", "b"] and out["FailedNodes"] == {}
+    assert [len(view.node_state(n).verdicts) for n in ("a", "b")] == [0, 0]  # type: ignore[union-attr]
+    assert (await client.post("/prioritize", data=_args(fleet.pod("two"), ["a", "b"]))).status == 200
+    assert [len(view.node_state(n).verdicts) for n in ("a", "b")] == [1, 1]  # type: ignore[union-attr]
+    hard = fleet.pod("two", annotations={CONFIG.hard_topology_annotation: "pcieRoot"})
+    before = [dict(view.node_state(n).verdicts) for n in ("a", "b")]  # type: ignore[union-attr]
+    assert (await client.post("/filter", data=_args(hard, ["a", "b"]))).status == 200
+    assert [dict(view.node_state(n).verdicts) for n in ("a", "b")] != before  # type: ignore[union-attr]
+
+
 def _pinned_fleet() -> OfflineView:
     held = fleet.allocated_claim("held", [("a", "gpu-1")])
     held["status"]["allocation"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
