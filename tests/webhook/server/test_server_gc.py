@@ -1,7 +1,9 @@
 """Garbage collection inside the webhook process, against the API double: the app's cleanup context runs the
 collector on the replica holding the Lease (a template made by an admission and never used by a pod is deleted
 once idle, counted in /metrics); admission refreshes `gpuclaim.io/last-used` of an object it hands out again,
-never on dryRun; and an object deleted since the cluster view saw it is created again, not referenced dangling."""
+never on dryRun; an object deleted since the cluster view saw it is created again, not referenced dangling; the
+collector and the quota controller each hold their own Lease and give it up at shutdown, and both stay off, saying
+why, when no namespace for a Lease is known."""
 
 from __future__ import annotations
 
@@ -96,6 +98,47 @@ async def test_with_gc_disabled_there_is_no_lease_and_no_collector(live: Server,
     await asyncio.sleep(0.3)
     assert live.app[keys.STATE].gc is None
     assert double.store.list(LEASE, "gpuclaim", lambda _: True)[0] == []
+
+
+@pytest.mark.parametrize(("settings", "lease", "gauge"), [
+    ({"gc": FAST_LEASE}, "gpuclaim-gc", "gpuclaim_gc_leader"),
+    ({"gc": {"enabled": False, **FAST_LEASE}, "quota": {"enabled": True, "precheck": False}}, "gpuclaim-quota",
+     "gpuclaim_quota_leader"),
+], ids=["gc", "quota"])  # fmt: skip
+async def test_each_leased_loop_holds_its_own_lease_and_gives_it_up_at_shutdown(
+        double: RunningDouble, tls_files: selfsigned.TlsFiles, settings: dict[str, Any], lease: str,
+        gauge: str) -> None:
+    server, session, runner = await _serve(double, tls_files, load_config(settings))
+    sample = server.app[keys.REGISTRY].get_sample_value
+    try:
+        await eventually(lambda: sample(gauge) == 1, 10)
+        held = double.store.get(LEASE, "gpuclaim", lease)
+        assert held["spec"]["holderIdentity"] and held["spec"]["leaseDurationSeconds"] == 2
+        assert [x["metadata"]["name"] for x in double.store.list(LEASE, "gpuclaim", lambda _: True)[0]] == [lease]
+    finally:
+        await session.close()
+        await runner.cleanup()
+    released = double.store.get(LEASE, "gpuclaim", lease)["spec"]  # a successor takes over at once
+    assert not released.get("holderIdentity") and released["leaseDurationSeconds"] == 1
+    assert sample(gauge) == 0
+
+
+async def test_without_a_namespace_for_the_leases_both_loops_stay_off_and_say_why(
+        double: RunningDouble, tls_files: selfsigned.TlsFiles, caplog: pytest.LogCaptureFixture) -> None:
+    application = app.create_app(load_config({"gc": FAST_LEASE, "quota": {"enabled": True, "precheck": False}}),
+                                 checks=admit.core_checks(own_namespace="gpuclaim"), reloader=reloader_for(tls_files),
+                                 kube_config=kube_config.from_kubeconfig(double.kubeconfig), namespace=None)
+    with caplog.at_level("WARNING", logger="gpuclaim.webhook"):
+        runner, _ = await start(application)
+    try:
+        await asyncio.sleep(0.5)
+        assert application[keys.STATE].gc is None
+        assert double.store.list(LEASE, "gpuclaim", lambda _: True)[0] == []
+    finally:
+        await runner.cleanup()
+    warned = [r.getMessage() for r in caplog.records if r.name == "gpuclaim.webhook"]
+    assert any(m.startswith("garbage collection is off: no namespace for its Lease") for m in warned), warned
+    assert any(m.startswith("the quota controller is off: no namespace for its Lease") for m in warned), warned
 
 
 async def _age(double: RunningDouble, name: str) -> None:
