@@ -7,7 +7,9 @@ its own; `tests/webhook/server/test_server_cores.py` drives the real cores once 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,19 @@ async def start(app_: web.Application) -> tuple[web.AppRunner, str]:
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=reloader.context if reloader else None)
     await site.start()
     return runner, f"https://127.0.0.1:{site.port}"
+
+
+@contextlib.asynccontextmanager
+async def serving(app_: web.Application, tls_files: selfsigned.TlsFiles, checks: Any = None) -> AsyncIterator[Server]:
+    """`app_` served over TLS on loopback, with a client session that trusts only the test CA; both closed on
+    leaving. `checks`: the stand-ins, when the test reads what they saw."""
+    runner, url = await start(app_)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
+    try:
+        yield Server(url, app_, session, checks, tls_files.ca_pem)
+    finally:
+        await session.close()
+        await runner.cleanup()
 
 
 def make_config(**webhook: Any) -> Config:

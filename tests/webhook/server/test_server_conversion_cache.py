@@ -10,11 +10,10 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 import yaml
-from server_helpers import FIXTURES, Server, client_ssl, make_config, pod_review, reloader_for, start
+from server_helpers import FIXTURES, Server, make_config, pod_review, reloader_for, serving
 
 from gpuclaim.double import tls as selfsigned
 from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
@@ -49,16 +48,10 @@ async def live(double: RunningDouble, tls_files: selfsigned.TlsFiles) -> AsyncIt
     checks = admit.CoreChecks(own_namespace="gpuclaim")
     application = app.create_app(make_config(), checks=checks, reloader=reloader_for(tls_files),
                                  kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
-    try:
-        server = Server(url, application, session, None, tls_files.ca_pem)
+    async with serving(application, tls_files) as server:
         await _until(lambda: application[keys.STATE].context.cluster is not None
                      and application[keys.STATE].context.cluster.synced)
         yield server, checks
-    finally:
-        await session.close()
-        await runner.cleanup()
 
 
 async def _until(condition: Callable[[], bool], within: float = 10.0) -> None:

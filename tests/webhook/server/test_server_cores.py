@@ -12,14 +12,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import jsonpatch
 import orjson
 import pytest
 import yaml
 from eventually import eventually
 from official_schemas import assert_valid
-from server_helpers import FIXTURES, Server, client_ssl, make_config, pod_review, reloader_for, start
+from server_helpers import FIXTURES, Server, make_config, pod_review, reloader_for, serving
 
 from gpuclaim.double import tls as selfsigned
 from gpuclaim.double.apiserver import Fault, RunningDouble, Settings, Store, serve
@@ -54,18 +53,12 @@ async def _serving(double: RunningDouble, tls_files: selfsigned.TlsFiles, config
     application = app.create_app(config, checks=admit.core_checks(own_namespace="gpuclaim"),
                                  reloader=reloader_for(tls_files),
                                  kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
-    try:
-        server = Server(url, application, session, None, tls_files.ca_pem)
+    async with serving(application, tls_files) as server:
         for _ in range(200 if synced else 0):
             if (await server.get("/readyz"))[0] == 200:
                 break
             await asyncio.sleep(0.05)
         yield server
-    finally:
-        await session.close()
-        await runner.cleanup()
 
 
 def _policy(mutate: str, **sections: Any) -> Any:

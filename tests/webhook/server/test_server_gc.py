@@ -8,16 +8,16 @@ why, when no namespace for a Lease is known."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
 from eventually import eventually
-from server_helpers import FIXTURES, Server, client_ssl, pod_review, reloader_for, start
+from server_helpers import FIXTURES, Server, pod_review, reloader_for, serving, start
 
 from gpuclaim.double import tls as selfsigned
 from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
@@ -48,28 +48,23 @@ async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
     await running.close()
 
 
-async def _serve(double: RunningDouble, tls_files: selfsigned.TlsFiles, config: Config
-                 ) -> tuple[Server, aiohttp.ClientSession, Any]:
+@contextlib.asynccontextmanager
+async def _serving(double: RunningDouble, tls_files: selfsigned.TlsFiles, config: Config) -> AsyncIterator[Server]:
+    """The app with the real cores, the double's cluster view and the Leases' namespace, once the view is synced."""
     application = app.create_app(config, checks=admit.core_checks(own_namespace="gpuclaim"),
                                  reloader=reloader_for(tls_files), namespace="gpuclaim",
                                  kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
-    server = Server(url, application, session, None, tls_files.ca_pem)
-    await eventually(lambda: application[keys.STATE].context.cluster is not None, 5)
-    await application[keys.STATE].context.cluster.wait_synced(10)
-    return server, session, runner
+    async with serving(application, tls_files) as server:
+        await eventually(lambda: application[keys.STATE].context.cluster is not None, 5)
+        await application[keys.STATE].context.cluster.wait_synced(10)
+        yield server
 
 
 @pytest.fixture
 async def live(double: RunningDouble, tls_files: selfsigned.TlsFiles, request: pytest.FixtureRequest
                ) -> AsyncIterator[Server]:
-    server, session, runner = await _serve(double, tls_files, load_config({"gc": request.param}))
-    try:
+    async with _serving(double, tls_files, load_config({"gc": request.param})) as server:
         yield server
-    finally:
-        await session.close()
-        await runner.cleanup()
 
 
 def _stored(double: RunningDouble) -> list[dict[str, Any]]:
@@ -108,16 +103,12 @@ async def test_with_gc_disabled_there_is_no_lease_and_no_collector(live: Server,
 async def test_each_leased_loop_holds_its_own_lease_and_gives_it_up_at_shutdown(
         double: RunningDouble, tls_files: selfsigned.TlsFiles, settings: dict[str, Any], lease: str,
         gauge: str) -> None:
-    server, session, runner = await _serve(double, tls_files, load_config(settings))
-    sample = server.app[keys.REGISTRY].get_sample_value
-    try:
+    async with _serving(double, tls_files, load_config(settings)) as server:
+        sample = server.app[keys.REGISTRY].get_sample_value
         await eventually(lambda: sample(gauge) == 1, 10)
         held = double.store.get(LEASE, "gpuclaim", lease)
         assert held["spec"]["holderIdentity"] and held["spec"]["leaseDurationSeconds"] == 2
         assert [x["metadata"]["name"] for x in double.store.list(LEASE, "gpuclaim", lambda _: True)[0]] == [lease]
-    finally:
-        await session.close()
-        await runner.cleanup()
     released = double.store.get(LEASE, "gpuclaim", lease)["spec"]  # a successor takes over at once
     assert not released.get("holderIdentity") and released["leaseDurationSeconds"] == 1
     assert sample(gauge) == 0
