@@ -16,17 +16,20 @@ from typing import Any
 
 import aiohttp
 import orjson
+import yaml
 from aiohttp import web
 
 from gpuclaim.certs import client_context
 from gpuclaim.certs.files import CertReloader, reloading_server_context
 from gpuclaim.double import tls as selfsigned
+from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
 from gpuclaim.dra.config import Config, load_config
 from gpuclaim.dra.fieldpath import FieldError
 from gpuclaim.dra.fieldpath import Path as FieldPath
 from gpuclaim.webhook import admit, keys, review
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "admission"
+CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
 
 
 class StandInChecks:
@@ -126,6 +129,17 @@ async def serving(app_: web.Application, tls_files: selfsigned.TlsFiles, checks:
     finally:
         await session.close()
         await runner.cleanup()
+
+
+async def classes_double(workdir: Path, *namespaces: str) -> RunningDouble:
+    """The API double holding `namespaces` and every rendered NVIDIA DeviceClass, as the cores' tests start from."""
+    running = await serve(store=Store(), workdir=workdir, settings=Settings(bookmark_interval=0.2))
+    for name in namespaces:
+        running.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    for doc in yaml.safe_load_all(CLASSES.read_text()):
+        if doc:
+            running.store.restore(doc)
+    return running
 
 
 def make_config(**webhook: Any) -> Config:

@@ -12,26 +12,20 @@ from typing import Any
 
 import orjson
 import pytest
-import yaml
-from server_helpers import FIXTURES, Server, make_config, pod_review, reloader_for, serving
+from server_helpers import Server, classes_double, make_config, pod_review, reloader_for, serving
 
 from gpuclaim.double import tls as selfsigned
-from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
+from gpuclaim.double.apiserver import RunningDouble
 from gpuclaim.kube import config as kube_config
 from gpuclaim.kube.client import KubeClient
 from gpuclaim.webhook import admit, app, keys
 
-CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
 NAMESPACE = "gpu-test1"
 
 
 @pytest.fixture
 async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
-    running.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    for doc in yaml.safe_load_all(CLASSES.read_text()):
-        if doc:
-            running.store.restore(doc)
+    running = await classes_double(tmp_path, NAMESPACE)
     yield running
     await running.close()
 

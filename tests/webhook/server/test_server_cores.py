@@ -18,27 +18,22 @@ import pytest
 import yaml
 from eventually import eventually
 from official_schemas import assert_valid
-from server_helpers import FIXTURES, Server, make_config, pod_review, reloader_for, serving
+from server_helpers import FIXTURES, Server, classes_double, make_config, pod_review, reloader_for, serving
 
 from gpuclaim.double import tls as selfsigned
-from gpuclaim.double.apiserver import Fault, RunningDouble, Settings, Store, serve
+from gpuclaim.double.apiserver import Fault, RunningDouble
 from gpuclaim.dra.config import load_config
 from gpuclaim.kube import config as kube_config
 from gpuclaim.kube.client import KubeClient
 from gpuclaim.webhook import admit, app, keys
 
-CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
 SLICES = FIXTURES.parent / "resourceslices" / "aws-eks-p5-2nodes-8xH100-80GB-HBM3-nvidia.yaml"
 TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/gpu-test1/resourceclaimtemplates"
 
 
 @pytest.fixture
 async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
-    running.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-test1"}})
-    for doc in yaml.safe_load_all(CLASSES.read_text()):
-        if doc:
-            running.store.restore(doc)
+    running = await classes_double(tmp_path, "gpu-test1")
     for item in yaml.safe_load(SLICES.read_text())["items"]:
         running.store.restore(item)
     yield running

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from eventually import eventually
-from server_helpers import FIXTURES, Server, pod_review, reloader_for, serving, start
+from server_helpers import Server, classes_double, pod_review, reloader_for, serving, start
 
 from gpuclaim.double import tls as selfsigned
-from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
+from gpuclaim.double.apiserver import RunningDouble
 from gpuclaim.double.apiserver.resources import BY_KIND
 from gpuclaim.dra.config import Config, load_config
 from gpuclaim.kube import config as kube_config
@@ -29,7 +28,6 @@ from gpuclaim.kube.client import KubeClient
 from gpuclaim.webhook import admit, app, keys, templates
 from gpuclaim.webhook.convert import Conversion
 
-CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
 NS = "gpu-test1"
 TEMPLATE = BY_KIND[("resource.k8s.io/v1", "ResourceClaimTemplate")]
 LEASE = BY_KIND[("coordination.k8s.io/v1", "Lease")]
@@ -38,12 +36,7 @@ FAST_LEASE = {"leaseDurationSeconds": 2, "renewDeadlineSeconds": 1.5, "retryPeri
 
 @pytest.fixture
 async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
-    for name in (NS, "gpuclaim"):
-        running.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    for doc in yaml.safe_load_all(CLASSES.read_text()):
-        if doc:
-            running.store.restore(doc)
+    running = await classes_double(tmp_path, NS, "gpuclaim")
     yield running
     await running.close()
 
