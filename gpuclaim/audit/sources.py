@@ -7,9 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gpuclaim.dra.api import iter_objects
+from gpuclaim.dra.api import DumpError, read_dump
 
 from .report import Objects
 
@@ -22,7 +20,6 @@ LISTED = (
     ("DeviceClass", "resource.k8s.io/v1", "deviceclasses"), ("ResourceSlice", "resource.k8s.io/v1", "resourceslices"),
     ("ResourceClaim", "resource.k8s.io/v1", "resourceclaims"),
 )
-_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class SourceError(Exception):
@@ -30,20 +27,13 @@ class SourceError(Exception):
 
 
 def from_directory(directory: Path) -> Objects:
-    if not directory.is_dir():
-        raise SourceError(f"--cluster {directory}: not a directory")
-    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in _SUFFIXES)
-    if not files:
-        raise SourceError(f"--cluster {directory}: no .yaml, .yml or .json files")
     objects = Objects()
-    for path in files:
-        try:
-            documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise SourceError(f"{path}: {' '.join(str(exc).split())}") from None
-        for located in iter_objects(documents):
+    try:
+        for _, located in read_dump(directory):
             if isinstance(located.obj, Mapping):
                 objects.add(located.obj)
+    except DumpError as exc:
+        raise SourceError(str(exc)) from None
     return objects
 
 

@@ -123,39 +123,11 @@ def issue_serving(
     key_type: KeyType = "ecdsa-p256",
 ) -> material.KeyPair:
     """A TLS server certificate for `names`, signed by `ca`, never outliving the CA."""
-    now = material.utc(now)
-    key = new_key(key_type)
-    not_after = min(now + validity, ca.not_after)
-    if not_after <= now:
-        raise ValueError("the CA has expired: cannot issue a serving certificate from it")
     cn = names.dns[0] if names.dns else names.ips[0]
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in names.dns]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in names.ips]
-    is_rsa = isinstance(key, rsa.RSAPrivateKey)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn[:64])]))
-        .issuer_name(ca.cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(max(now - BACKDATE, ca.not_before))
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                # RSA key exchange needs keyEncipherment; ECDSA only ever signs
-                digital_signature=True, content_commitment=False, key_encipherment=is_rsa, data_encipherment=False,
-                key_agreement=False, key_cert_sign=False, crl_sign=False, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(_ski(key), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
-        .sign(ca.key, hashes.SHA256())
-    )
-    return material.KeyPair(cert=cert, key=key, cert_pem=material.cert_pem(cert), key_pem=material.key_pem(key))
+    return _issue_leaf(ca=ca, subject_cn=cn[:64], usage=ExtendedKeyUsageOID.SERVER_AUTH, sans=sans, now=now,
+                       validity=validity, key_type=key_type, what="a serving certificate")
 
 
 def issue_client(
@@ -168,16 +140,34 @@ def issue_client(
 ) -> material.KeyPair:
     """A TLS client certificate (extendedKeyUsage clientAuth only, subject CN `name`, no SANs), signed by `ca`,
     never outliving it: what kube-scheduler presents to the extender (its extenders[].tlsConfig certFile)."""
-    now = material.utc(now)
+    now = material.utc(now)  # a naive clock is refused before the name, as everywhere in this package
     if not name or len(name) > 64:
         raise ValueError(f"client certificate name {name!r}: 1 to 64 characters (a certificate's CN)")
+    return _issue_leaf(ca=ca, subject_cn=name, usage=ExtendedKeyUsageOID.CLIENT_AUTH, sans=None, now=now,
+                       validity=validity, key_type=key_type, what="a client certificate")
+
+
+def _issue_leaf(
+    *,
+    ca: material.KeyPair,
+    subject_cn: str,
+    usage: x509.ObjectIdentifier,
+    sans: list[x509.GeneralName] | None,
+    now: datetime,
+    validity: timedelta,
+    key_type: KeyType,
+    what: str,
+) -> material.KeyPair:
+    """A leaf certificate signed by `ca` for one extended key usage, never outliving the CA: the serving and the
+    client certificate differ only in their subject, their usage and whether they carry SANs."""
+    now = material.utc(now)
     key = new_key(key_type)
     not_after = min(now + validity, ca.not_after)
     if not_after <= now:
-        raise ValueError("the CA has expired: cannot issue a client certificate from it")
-    cert = (
+        raise ValueError(f"the CA has expired: cannot issue {what} from it")
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject_cn)]))
         .issuer_name(ca.cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -186,14 +176,19 @@ def issue_client(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
+                # RSA key exchange needs keyEncipherment; ECDSA only ever signs
                 digital_signature=True, content_commitment=False,
                 key_encipherment=isinstance(key, rsa.RSAPrivateKey), data_encipherment=False,
                 key_agreement=False, key_cert_sign=False, crl_sign=False, encipher_only=False, decipher_only=False,
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .add_extension(_ski(key), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    )
+    if sans is not None:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = (
+        builder.add_extension(_ski(key), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
         .sign(ca.key, hashes.SHA256())
     )

@@ -13,18 +13,17 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpuclaim.dra import allocator, taints, versions
 from gpuclaim.dra.api import (
     DeviceClass,
     DeviceID,
+    DumpError,
     ResourceClaim,
     ResourceSlice,
-    iter_objects,
     parse_device_class,
     parse_resource_claim,
     parse_resource_slice,
+    read_dump,
 )
 from gpuclaim.dra.config import ExtenderConfig
 
@@ -33,7 +32,6 @@ from .groups import GroupCache
 from .predict import NodeState
 
 KINDS = ("ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Node", "DeviceTaintRule")
-_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class InventoryError(ValueError):
@@ -64,22 +62,15 @@ class OfflineView:
     @classmethod
     def from_directory(cls, directory: Path, *, config: ExtenderConfig,
                        model: versions.KubernetesModel = versions.NEWEST_MODEL) -> OfflineView:
-        if not directory.is_dir():
-            raise InventoryError(f"--cluster {directory}: not a directory")
-        files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in _SUFFIXES)
-        if not files:
-            raise InventoryError(f"--cluster {directory}: no .yaml, .yml or .json files")
         view = cls((), config=config, model=model)
-        for path in files:
-            try:
-                documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-                raise InventoryError(f"{path}: {_one_line(exc)}") from None
-            for located in iter_objects(documents):
+        try:
+            for path, located in read_dump(directory):
                 where = f"{path}: document {located.doc + 1}" + (
                     f", item {located.item}" if located.item is not None else "")
                 if isinstance(located.obj, Mapping):
                     view._add(located.obj, where=where)
+        except DumpError as exc:
+            raise InventoryError(str(exc)) from None
         return view
 
     def _add(self, obj: Mapping[str, Any], *, where: str) -> None:
@@ -185,7 +176,3 @@ def _errors(errors: list[Any]) -> str:
         return "not a usable object"
     head = f"{len(errors)} error{'s' if len(errors) > 1 else ''}: "
     return head + "; ".join(str(e) for e in errors[:5])
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())

@@ -28,7 +28,6 @@ judged again at the next sweep. With ``dry_run`` the collector writes nothing: i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import re
@@ -41,7 +40,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from gpuclaim.kube.client import ApiError, ApiUnavailable, KubeClient, resource_path
-from gpuclaim.kube.leader import LeaderElector
+from gpuclaim.kube.leader import LeaderElector, lead
 
 Obj = dict[str, Any]
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -437,27 +436,15 @@ async def run(collector: GarbageCollector, elector: LeaderElector, *, interval: 
               synced: Callable[[], Any] | None = None) -> None:
     """Hold the election and, while leading, sweep every ``interval`` seconds; until cancelled, then release the
     lease so another replica takes over at once. ``synced``: awaited once before the first sweep (the cluster
-    view's first list)."""
-    election = asyncio.create_task(elector.run(), name="gpuclaim-gc-election")
-    try:
-        if synced is not None:
-            await synced()
-        while True:
-            if not elector.is_leader:
-                collector.metrics.leader.set(0)
-                collector.forget()
-                await elector.leading.wait()
-            collector.metrics.leader.set(1)
-            try:
-                await collector.sweep(may_delete=lambda: elector.is_leader)
-            except Exception:  # one bad sweep must not end garbage collection for the life of the process
-                log.exception("gc: sweep failed")
-                collector.metrics.errors.inc()
-            with contextlib.suppress(TimeoutError):  # the next sweep, unless the lease is lost first
-                await asyncio.wait_for(elector.following.wait(), interval)
-    finally:
-        election.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await election
-        collector.metrics.leader.set(0)
-        await elector.release()
+    view's first list). A replica waiting for the lease forgets its in-memory clocks (the leader reads the
+    annotations)."""
+
+    async def sweep() -> None:
+        try:
+            await collector.sweep(may_delete=lambda: elector.is_leader)
+        except Exception:  # one bad sweep must not end garbage collection for the life of the process
+            log.exception("gc: sweep failed")
+            collector.metrics.errors.inc()
+
+    await lead(elector, sweep, interval=interval, name="gpuclaim-gc", leading=collector.metrics.leader.set,
+               on_follow=collector.forget, synced=synced)

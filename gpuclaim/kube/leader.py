@@ -6,6 +6,8 @@
     ...
     task.cancel(); await elector.release()
 
+or, for a loop that works only while leading (the garbage collector, the quota controller), ``lead``.
+
 Rules as client-go's LeaseLock and LeaderElector apply them:
 - a missing Lease is created with this identity (create races resolve by 409 AlreadyExists);
 - another holder's lease counts as expired only when the record has not changed for ``lease_duration`` seconds
@@ -21,12 +23,13 @@ Rules as client-go's LeaseLock and LeaderElector apply them:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -224,3 +227,33 @@ class LeaderElector:
 
 def _seconds(value: float) -> int:
     return max(1, round(value))  # leaseDurationSeconds is an int32
+
+
+async def lead(elector: LeaderElector, one_pass: Callable[[], Awaitable[None]], *, interval: float, name: str,
+               leading: Callable[[float], None], on_follow: Callable[[], None] | None = None,
+               synced: Callable[[], Any] | None = None) -> None:
+    """Hold the election and, while leading, run ``one_pass`` every ``interval`` seconds; until cancelled, then
+    release the lease so another replica takes over at once. ``one_pass`` handles its own errors: one bad pass must
+    not end the loop for the life of the process. ``leading`` is given 1 while this replica leads and 0 otherwise
+    (the loop's leader gauge); ``on_follow`` runs whenever it is about to wait for the lease; ``synced`` is awaited
+    once before the first pass (the cluster view's first list). ``name`` names the election task."""
+    election = asyncio.create_task(elector.run(), name=f"{name}-election")
+    try:
+        if synced is not None:
+            await synced()
+        while True:
+            if not elector.is_leader:
+                leading(0)
+                if on_follow is not None:
+                    on_follow()
+                await elector.leading.wait()
+            leading(1)
+            await one_pass()
+            with contextlib.suppress(TimeoutError):  # the next pass, unless the lease is lost first
+                await asyncio.wait_for(elector.following.wait(), interval)
+    finally:
+        election.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await election
+        leading(0)
+        await elector.release()

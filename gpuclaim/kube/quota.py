@@ -10,8 +10,6 @@ are listed fresh (few, small objects); the DeviceClasses come from the cluster v
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +22,7 @@ from gpuclaim.dra import versions
 from gpuclaim.dra.config import ConversionConfig
 from gpuclaim.dra.mapping import MappingTable
 from gpuclaim.kube.client import ApiError, ApiUnavailable, KubeClient, resource_path
-from gpuclaim.kube.leader import LeaderElector
+from gpuclaim.kube.leader import LeaderElector, lead
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -179,29 +177,17 @@ def _where(obj: Mapping[str, Any]) -> str:
 async def run(controller: QuotaController, elector: LeaderElector, *, interval: float,
               synced: Callable[[], Any] | None = None) -> None:
     """Hold the election and, while leading, reconcile every ``interval`` seconds; until cancelled, then release
-    the lease (kube/garbage.py's loop, for quotas)."""
-    election = asyncio.create_task(elector.run(), name="gpuclaim-quota-election")
-    try:
-        if synced is not None:
-            await synced()
-        while True:
-            if not elector.is_leader:
-                controller.metrics.leader.set(0)
-                await elector.leading.wait()
-            controller.metrics.leader.set(1)
-            try:
-                await controller.reconcile(may_write=lambda: elector.is_leader)
-            except (ApiError, ApiUnavailable) as exc:
-                log.warning("quota: cannot list the ResourceQuotas: %s", exc)
-                controller.metrics.errors.inc()
-            except Exception:  # one bad pass must not end the controller for the life of the process
-                log.exception("quota: reconcile failed")
-                controller.metrics.errors.inc()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(elector.following.wait(), interval)
-    finally:
-        election.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await election
-        controller.metrics.leader.set(0)
-        await elector.release()
+    the lease (kube/leader.py ``lead``, as the garbage collector does)."""
+
+    async def reconcile() -> None:
+        try:
+            await controller.reconcile(may_write=lambda: elector.is_leader)
+        except (ApiError, ApiUnavailable) as exc:
+            log.warning("quota: cannot list the ResourceQuotas: %s", exc)
+            controller.metrics.errors.inc()
+        except Exception:  # one bad pass must not end the controller for the life of the process
+            log.exception("quota: reconcile failed")
+            controller.metrics.errors.inc()
+
+    await lead(elector, reconcile, interval=interval, name="gpuclaim-quota", leading=controller.metrics.leader.set,
+               synced=synced)

@@ -13,8 +13,8 @@ import contextlib
 import gc
 import logging
 import ssl
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -26,6 +26,9 @@ from gpuclaim.serving import run as serving
 from gpuclaim.webhook import admit, handlers, keys
 from gpuclaim.webhook.metrics import WebhookMetrics
 
+if TYPE_CHECKING:
+    from gpuclaim.kube.leader import LeaderElector
+
 log = logging.getLogger("gpuclaim.webhook")
 
 
@@ -35,6 +38,18 @@ async def _freeze_when_synced(cache: Any) -> None:
     p99 budget of an admission; after gc.freeze() the pause seen under load was 2.5 ms."""
     await cache.wait_synced(None)
     gc.freeze()
+
+
+@contextlib.asynccontextmanager
+async def _running(work: Coroutine[Any, Any, None], name: str) -> AsyncIterator[None]:
+    """A task that lives as long as the block: cancelled, and awaited, when the block ends."""
+    task = asyncio.create_task(work, name=name)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
@@ -63,16 +78,36 @@ async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
     mixed.register(app[keys.REGISTRY])
     await cache.start()
     state.context = admit.Context(config=config, cluster=cache, client=client, mixed=mixed)
-    freezer = asyncio.create_task(_freeze_when_synced(cache), name="gpuclaim-webhook-gc-freeze")
     try:
-        yield
+        async with _running(_freeze_when_synced(cache), "gpuclaim-webhook-gc-freeze"):
+            yield
     finally:
-        freezer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await freezer
         state.context = admit.Context(config=config)
         await cache.stop()
         await client.close()
+
+
+def _elector(app: web.Application, *, enabled: bool, lease_name: str, what: str,
+             lost: str = "") -> LeaderElector | None:
+    """The LeaderElector of `what`, a loop that runs on one replica at a time (the garbage collector, the quota
+    controller), on its own Lease with gc's namespace and timings; None when that loop is not to run: no cluster,
+    not enabled, or no namespace for the Lease (a warning then, ending with what is `lost`: the config asked for
+    the loop)."""
+    state = app[keys.STATE]
+    if state.context.client is None or not enabled:
+        return None
+    namespace = app[keys.NAMESPACE]
+    if not namespace:
+        log.warning("%s is off: no namespace for its Lease (set POD_NAMESPACE or gc.leaseNamespace)%s", what, lost)
+        return None
+    from gpuclaim.kube import leader
+
+    gc_config = state.context.config.gc
+    return leader.LeaderElector(
+        state.context.client, namespace=namespace, name=lease_name, identity=leader.default_identity(),
+        timing=leader.Timing(lease_duration=gc_config.lease_duration_seconds,
+                             renew_deadline=gc_config.renew_deadline_seconds,
+                             retry_period=gc_config.retry_period_seconds))
 
 
 async def _garbage_collection(app: web.Application) -> AsyncIterator[None]:
@@ -80,36 +115,24 @@ async def _garbage_collection(app: web.Application) -> AsyncIterator[None]:
     the Lease. Runs only with a cluster, with `gc.enabled`, and when the namespace for the Lease is known."""
     state = app[keys.STATE]
     config = state.context.config
-    if state.context.client is None or not config.gc.enabled:
+    elector = _elector(app, enabled=config.gc.enabled, lease_name=config.gc.lease_name, what="garbage collection")
+    if elector is None:
         yield
         return
-    namespace = app[keys.NAMESPACE]
-    if not namespace:
-        log.warning("garbage collection is off: no namespace for its Lease (set POD_NAMESPACE or gc.leaseNamespace)")
-        yield
-        return
-    from gpuclaim.kube import garbage, leader
+    from gpuclaim.kube import garbage
 
     gc_config = config.gc
-    elector = leader.LeaderElector(
-        state.context.client, namespace=namespace, name=gc_config.lease_name, identity=leader.default_identity(),
-        timing=leader.Timing(lease_duration=gc_config.lease_duration_seconds,
-                             renew_deadline=gc_config.renew_deadline_seconds,
-                             retry_period=gc_config.retry_period_seconds))
     collector = garbage.GarbageCollector(
         state.context.client, state.context.cluster, registry=app[keys.REGISTRY], idle_seconds=gc_config.idle_seconds,
         sharing_annotation=config.conversion.sharing.annotation, dry_run=gc_config.dry_run,
         max_deletes_per_second=gc_config.max_deletes_per_second)
     state.gc = collector
     cache = state.context.cluster
-    task = asyncio.create_task(garbage.run(collector, elector, interval=gc_config.interval_seconds,
-                                           synced=lambda: cache.wait_synced(None)), name="gpuclaim-webhook-gc")
     try:
-        yield
+        async with _running(garbage.run(collector, elector, interval=gc_config.interval_seconds,
+                                        synced=lambda: cache.wait_synced(None)), "gpuclaim-webhook-gc"):
+            yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         state.gc = None
 
 
@@ -128,37 +151,20 @@ async def _quota_controller(app: web.Application) -> AsyncIterator[None]:
     Runs only with a cluster, with `quota.enabled`, and when the namespace for the Lease is known."""
     state = app[keys.STATE]
     config = state.context.config
-    if state.context.client is None or not config.quota.enabled:
+    elector = _elector(app, enabled=config.quota.enabled, lease_name=config.quota.lease_name,
+                       what="the quota controller", lost="; GPU quotas do not hold for converted pods")
+    if elector is None:
         yield
         return
-    namespace = app[keys.NAMESPACE]
-    if not namespace:
-        log.warning("the quota controller is off: no namespace for its Lease (set POD_NAMESPACE or "
-                    "gc.leaseNamespace); GPU quotas do not hold for converted pods")
-        yield
-        return
-    from gpuclaim.kube import leader
     from gpuclaim.kube import quota as quota_controller
 
-    gc_config = config.gc
-    elector = leader.LeaderElector(
-        state.context.client, namespace=namespace, name=config.quota.lease_name, identity=leader.default_identity(),
-        timing=leader.Timing(lease_duration=gc_config.lease_duration_seconds,
-                             renew_deadline=gc_config.renew_deadline_seconds,
-                             retry_period=gc_config.retry_period_seconds))
     cache = state.context.cluster
     controller = quota_controller.QuotaController(
         state.context.client, conversion=config.conversion, classes=lambda: cache.inventory.parsed_classes(),
         registry=app[keys.REGISTRY], model=(lambda: cache.version.model) if cache.version is not None else None)
-    task = asyncio.create_task(quota_controller.run(controller, elector, interval=config.quota.interval_seconds,
-                                                    synced=lambda: cache.wait_synced(None)),
-                               name="gpuclaim-webhook-quota")
-    try:
+    async with _running(quota_controller.run(controller, elector, interval=config.quota.interval_seconds,
+                                             synced=lambda: cache.wait_synced(None)), "gpuclaim-webhook-quota"):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def create_app(config: Config, *, checks: admit.Checks, reloader: CertReloader | None = None,

@@ -1,15 +1,19 @@
-"""Helpers for the certs tests: a fixed clock, the wanted names, an HTTPS server on loopback."""
+"""Helpers for the certs tests: a fixed clock, the wanted names, an HTTPS server on loopback, the CLI run."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import ssl
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
 from aiohttp import web
 
+from gpuclaim import cli
 from gpuclaim.certs import material, selfsigned
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -22,6 +26,13 @@ def write_pair(directory: Path, pair: material.KeyPair) -> tuple[Path, Path]:
     cert.write_bytes(pair.cert_pem)
     key.write_bytes(pair.key_pem)
     return cert, key
+
+
+def run_certs(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
+    """`gpuclaim certs ARGV` through the CLI: the exit code, stdout (decoded when `-o` asked for JSON), stderr."""
+    code = cli.main(["certs", *argv])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if "-o" in argv and out.strip() else out), err
 
 
 async def _hello(request: web.Request) -> web.Response:

@@ -4,34 +4,23 @@ no longer asked for; bad names refused naming the flag. Through the pure plan an
 
 from __future__ import annotations
 
-import json
 import stat
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from certs_helpers import NAMES, NOW
+from certs_helpers import NAMES, NOW, run_certs
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from gpuclaim import cli
 from gpuclaim.certs import material, rotation, selfsigned
 from gpuclaim.commands import certs as certs_command
 
 NAME = "gpuclaim-scheduler"
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
-    code = cli.main(["certs", *argv])
-    out, err = capsys.readouterr()
-    return code, (json.loads(out) if "-o" in argv and out.strip() else out), err
+pytestmark = pytest.mark.usefixtures("no_ambient_cluster")
 
 
 def _usages(cert: x509.Certificate) -> list[x509.ObjectIdentifier]:
@@ -79,18 +68,18 @@ def test_a_ca_switch_re_signs_the_client_cert_and_dropping_the_name_removes_it()
 
 
 def test_the_cli_writes_the_client_pair_and_keeps_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, report, _ = _run(capsys, "--out-dir", str(tmp_path), "--client-name", NAME, "-o", "json")
+    code, report, _ = run_certs(capsys, "--out-dir", str(tmp_path), "--client-name", NAME, "-o", "json")
     assert code == 0 and report["clientCert"]["subject"] == f"CN={NAME}"
     assert {"client.crt", "client.key"} <= {p.name for p in tmp_path.iterdir()}
     assert stat.S_IMODE((tmp_path / "client.key").stat().st_mode) == 0o600
     pair = material.load_pair((tmp_path / "client.crt").read_bytes(), (tmp_path / "client.key").read_bytes())
     ca = material.parse_certs((tmp_path / "ca.crt").read_bytes())
     assert any(material.issued_by(pair.cert, c) for c in ca)
-    code, again, _ = _run(capsys, "--out-dir", str(tmp_path), "--client-name", NAME, "-o", "json")
+    code, again, _ = run_certs(capsys, "--out-dir", str(tmp_path), "--client-name", NAME, "-o", "json")
     assert code == 0 and again["actions"] == ["unchanged"]
-    code, text, _ = _run(capsys, "--out-dir", str(tmp_path), "--client-name", NAME)
+    code, text, _ = run_certs(capsys, "--out-dir", str(tmp_path), "--client-name", NAME)
     assert f"client cert: CN={NAME}; not after " in text
-    code, dropped, _ = _run(capsys, "--out-dir", str(tmp_path), "-o", "json")
+    code, dropped, _ = run_certs(capsys, "--out-dir", str(tmp_path), "-o", "json")
     assert dropped["actions"] == ["removed client cert (none asked for)"] and dropped["clientCert"] is None
     assert sorted(dropped["filesRemoved"]) == ["client.crt", "client.key"]
 
@@ -98,7 +87,7 @@ def test_the_cli_writes_the_client_pair_and_keeps_it(tmp_path: Path, capsys: pyt
 @pytest.mark.parametrize("name", ["", "has space", "-dash-first", "x" * 65, "CN=evil,O=system:masters"])
 def test_a_bad_client_name_is_a_usage_error_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                             name: str) -> None:
-    code, _, err = _run(capsys, "--out-dir", str(tmp_path), f"--client-name={name}")
+    code, _, err = run_certs(capsys, "--out-dir", str(tmp_path), f"--client-name={name}")
     assert code == 2 and "--client-name" in err and not list(tmp_path.iterdir())
 
 
@@ -107,9 +96,9 @@ def test_the_clock_given_to_the_cli_drives_the_client_renewal(
 ) -> None:
     clock: list[datetime] = [NOW]
     monkeypatch.setattr(certs_command, "_now", lambda: clock[0])
-    _run(capsys, "--out-dir", str(tmp_path), "--client-name", NAME, "-o", "json")
+    run_certs(capsys, "--out-dir", str(tmp_path), "--client-name", NAME, "-o", "json")
     first = (tmp_path / "client.crt").read_bytes()
     clock[0] = NOW + timedelta(days=340)
-    code, report, _ = _run(capsys, "--out-dir", str(tmp_path), "--client-name", NAME, "-o", "json")
+    code, report, _ = run_certs(capsys, "--out-dir", str(tmp_path), "--client-name", NAME, "-o", "json")
     assert code == 0 and any(a.startswith("issued client cert") for a in report["actions"])
     assert (tmp_path / "client.crt").read_bytes() != first

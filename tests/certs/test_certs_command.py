@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from certs_helpers import NOW, https_server
+from certs_helpers import NOW, https_server, run_certs
 from official_schemas import assert_valid
 
 from gpuclaim import cli
@@ -25,21 +25,13 @@ from gpuclaim.kube.client import KubeClient
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 
 
-@pytest.fixture(autouse=True)
-def _no_ambient_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
-    code = cli.main(["certs", *argv])
-    out, err = capsys.readouterr()
-    return code, (json.loads(out) if "-o" in argv and out.strip() else out), err
+pytestmark = pytest.mark.usefixtures("no_ambient_cluster")
 
 
 def test_local_run_issues_files_then_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_dir = tmp_path / "tls"
-    code, report, _ = _run(capsys, "--out-dir", str(out_dir), "--ip", "127.0.0.1", "--dns", "localhost", "-o", "json")
+    argv = ("--out-dir", str(out_dir), "--ip", "127.0.0.1", "--dns", "localhost", "-o", "json")
+    code, report, _ = run_certs(capsys, *argv)
     assert code == 0
     assert report["mode"] == "local" and report["actions"] == ["issued (no CA)"] and report["changed"]
     assert report["servingCert"]["dnsNames"] == [
@@ -51,32 +43,32 @@ def test_local_run_issues_files_then_changes_nothing(tmp_path: Path, capsys: pyt
     for key in ("tls.key", "ca-signer.key"):
         assert stat.S_IMODE((out_dir / key).stat().st_mode) == 0o600
     before = {p.name: p.read_bytes() for p in out_dir.iterdir()}
-    code, again, _ = _run(capsys, "--out-dir", str(out_dir), "--ip", "127.0.0.1", "--dns", "localhost", "-o", "json")
+    code, again, _ = run_certs(capsys, *argv)
     assert code == 0 and again["actions"] == ["unchanged"] and not again["changed"] and again["filesWritten"] == []
     assert {p.name: p.read_bytes() for p in out_dir.iterdir()} == before
 
 
 def test_local_text_output_says_what_was_done(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "--out-dir", str(tmp_path))
+    code, out, _ = run_certs(capsys, "--out-dir", str(tmp_path))
     assert code == 0
     assert out.splitlines()[0] == "issued (no CA)"
     assert "wrote ca-signer.key, tls.key, ca-signer.crt, ca.crt, tls.crt in" in out
-    code, out, _ = _run(capsys, "--out-dir", str(tmp_path))
+    code, out, _ = run_certs(capsys, "--out-dir", str(tmp_path))
     assert out.splitlines()[0] == "unchanged"
 
 
 def test_check_changes_nothing_and_exits_1_when_work_is_due(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "--out-dir", str(tmp_path / "d"), "--check")
+    code, out, _ = run_certs(capsys, "--out-dir", str(tmp_path / "d"), "--check")
     assert code == 1 and out.startswith("would: issued (no CA)")
     assert not (tmp_path / "d").exists()
-    assert _run(capsys, "--out-dir", str(tmp_path / "d"))[0] == 0
-    assert _run(capsys, "--out-dir", str(tmp_path / "d"), "--check")[0] == 0
+    assert run_certs(capsys, "--out-dir", str(tmp_path / "d"))[0] == 0
+    assert run_certs(capsys, "--out-dir", str(tmp_path / "d"), "--check")[0] == 0
 
 
 async def test_local_files_serve_tls_that_verifies_with_the_written_ca(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _run(capsys, "--out-dir", str(tmp_path), "--ip", "127.0.0.1")[0] == 0
+    assert run_certs(capsys, "--out-dir", str(tmp_path), "--ip", "127.0.0.1")[0] == 0
     server = context.server_context(cert_file=tmp_path / "tls.crt", key_file=tmp_path / "tls.key")
     async with https_server(server) as port:
         client = context.client_context(ca_file=tmp_path / "ca.crt")
@@ -133,8 +125,8 @@ def test_durations_that_are_accepted_settle_on_the_second_run(
 ) -> None:
     """Flags the command accepts never make a renewal that is due again at once (a serving cert clamped to a short
     CA's end used to be renewed at every run)."""
-    assert _run(capsys, "--out-dir", str(tmp_path), *argv, "-o", "json")[1]["actions"] == ["issued (no CA)"]
-    code, again, _ = _run(capsys, "--out-dir", str(tmp_path), *argv, "-o", "json")
+    assert run_certs(capsys, "--out-dir", str(tmp_path), *argv, "-o", "json")[1]["actions"] == ["issued (no CA)"]
+    code, again, _ = run_certs(capsys, "--out-dir", str(tmp_path), *argv, "-o", "json")
     assert code == 0 and again["actions"] == ["unchanged"], again["actions"]
 
 
@@ -148,11 +140,11 @@ def test_a_local_ca_rotation_runs_its_three_steps_and_settles(
 
     def step(at: datetime) -> tuple[list[str], list[str], list[str]]:
         clock[0] = at
-        code, report, _ = _run(capsys, "--out-dir", str(tmp_path), "-o", "json")
+        code, report, _ = run_certs(capsys, "--out-dir", str(tmp_path), "-o", "json")
         assert code == 0
-        code, again, _ = _run(capsys, "--out-dir", str(tmp_path), "-o", "json")
+        code, again, _ = run_certs(capsys, "--out-dir", str(tmp_path), "-o", "json")
         assert code == 0 and again["actions"] == ["unchanged"] and again["filesWritten"] == [], again
-        assert _run(capsys, "--out-dir", str(tmp_path), "--check")[0] == 0
+        assert run_certs(capsys, "--out-dir", str(tmp_path), "--check")[0] == 0
         return [a.split(" (")[0] for a in report["actions"]], report["filesRemoved"], sorted(
             p.name for p in tmp_path.iterdir())
 
@@ -170,12 +162,12 @@ def test_a_local_ca_rotation_runs_its_three_steps_and_settles(
 
 def test_an_out_dir_that_is_a_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "f").write_text("x")
-    code, _, err = _run(capsys, "--out-dir", str(tmp_path / "f"))
+    code, _, err = run_certs(capsys, "--out-dir", str(tmp_path / "f"))
     assert code == 2 and "is not a directory" in err
 
 
 def test_no_cluster_and_no_out_dir_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _run(capsys)
+    code, _, err = run_certs(capsys)
     assert code == 2 and err.startswith("gpuclaim certs: kubeconfig ") and len(err.splitlines()) == 1
 
 

@@ -7,12 +7,8 @@ trusted without a restart. A real `gpuclaim extender` process over TLS against t
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import shutil
-import socket
 import ssl
-import sys
 import time
 from pathlib import Path
 
@@ -24,15 +20,9 @@ from gpuclaim.certs import files, material
 from gpuclaim.cli import main
 from gpuclaim.double.apiserver import RunningDouble
 
-from . import fleet
+from . import extender_process, fleet
 
 NAME = "gpuclaim-scheduler"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _certs(out_dir: Path, client_name: str) -> None:
@@ -65,11 +55,7 @@ async def test_only_the_scheduler_certificate_gets_an_answer(double: RunningDoub
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
-    for obj in (fleet.pairs_node("a"), fleet.pairs_node("b"), *fleet.gpu_classes()):
-        double.store.restore(obj)
-    template = fleet.template("two", fleet.tight_or_any(2))
-    template["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "gpuclaim"}
-    double.store.restore(template)
+    extender_process.seed(double)
     ours, foreign, renamed = tmp_path / "ours", tmp_path / "foreign", tmp_path / "renamed"
     _certs(ours, NAME)
     _certs(foreign, NAME)  # another CA: same name, not trusted
@@ -78,27 +64,13 @@ async def test_only_the_scheduler_certificate_gets_an_answer(double: RunningDoub
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"extender": {"clientAuth": {"allowedNames": [NAME]}},
                                       "certs": {"reloadIntervalSeconds": 0.2}}))
-    port, metrics_port = _free_port(), _free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gpuclaim", "extender", "--config", str(config), "--kubeconfig", str(double.kubeconfig),
-        "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics_port}",
-        "--tls-cert", str(ours / "tls.crt"), "--tls-key", str(ours / "tls.key"), "--client-ca", str(ours / "ca.crt"),
-        env={**os.environ, "KUBERNETES_SERVICE_HOST": ""})  # fmt: skip
-    base = f"https://127.0.0.1:{port}"
     scheduler = _client(ours, (ours / "client.crt", ours / "client.key"))
-    try:
+    args = ("--config", str(config), "--client-ca", str(ours / "ca.crt"))
+    async with extender_process.running(double, cert=ours / "tls.crt", key=ours / "tls.key", args=args) as extender:
+        base = extender.base
         async with aiohttp.ClientSession() as plain:  # kubelet: plain HTTP on the metrics port, no certificate
-            deadline = time.monotonic() + 30
-            while True:
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with plain.get(f"http://127.0.0.1:{metrics_port}/readyz") as resp:
-                        if resp.status == 200:
-                            assert "[+]cluster ok" in await resp.text()
-                            break
-                assert process.returncode is None, "the extender exited"
-                assert time.monotonic() < deadline, "not ready in 30 s"
-                await asyncio.sleep(0.1)
-            async with plain.get(f"http://127.0.0.1:{metrics_port}/healthz") as resp:
+            await extender.wait_ready(plain, f"{extender.metrics}/readyz")
+            async with plain.get(f"{extender.metrics}/healthz") as resp:
                 assert resp.status == 200
         status, text = await _post(scheduler, f"{base}/prioritize",
                                    {"Pod": fleet.pod("two"), "Nodes": None, "NodeNames": ["a", "b"]})
@@ -125,9 +97,6 @@ async def test_only_the_scheduler_certificate_gets_an_answer(double: RunningDoub
         while await _refused(foreign_client, f"{base}/prioritize"):
             assert time.monotonic() < deadline, "the added CA was not trusted within 10 s"
             await asyncio.sleep(0.2)
-    finally:
-        process.terminate()
-        assert await asyncio.wait_for(process.wait(), 30) == 0
 
 
 @pytest.mark.parametrize(("setup", "message"), [

@@ -6,7 +6,7 @@ and most of them are fine.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -101,6 +101,18 @@ class Reader:
             else:
                 self.wrong_type(path.child(key).index(i), item, "an object")
         return tuple(out)
+
+    def each_object(
+        self, parent: Mapping[str, Any], key: str, path: Path, *, limit: int | None = None
+    ) -> Iterator[tuple[Path, Mapping[str, Any]]]:
+        """A list of objects to parse one by one: each with its path; items that are not objects are reported and
+        skipped."""
+        for i, item in enumerate(self.seq(parent, key, path, limit=limit)):
+            ipath = path.child(key).index(i)
+            if isinstance(item, Mapping):
+                yield ipath, item
+            else:
+                self.wrong_type(ipath, item, "an object")
 
     def strings(self, parent: Mapping[str, Any], key: str, path: Path, *, limit: int | None = None) -> tuple[str, ...]:
         out = []

@@ -412,12 +412,7 @@ def _parse_status(obj: Mapping[str, Any], spec: DeviceClaim, r: Reader) -> Claim
         return ClaimStatus()
     path = Path.root("status")
     reserved = []
-    rpath = path.child("reservedFor")
-    for i, raw in enumerate(r.seq(status, "reservedFor", path, limit=names.RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE)):
-        ipath = rpath.index(i)
-        if not isinstance(raw, Mapping):
-            r.wrong_type(ipath, raw, "an object")
-            continue
+    for ipath, raw in r.each_object(status, "reservedFor", path, limit=names.RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE):
         reserved.append(
             ConsumerReference(
                 resource=r.string(raw, "resource", ipath, required=True) or "",
@@ -429,7 +424,7 @@ def _parse_status(obj: Mapping[str, Any], spec: DeviceClaim, r: Reader) -> Claim
     allocation = r.obj(status, "allocation", path)
     if allocation is None:
         if reserved:
-            r.add(FieldError.forbidden(rpath, "may not be specified when `allocated` is not set"))
+            r.add(FieldError.forbidden(path.child("reservedFor"), "may not be specified when `allocated` is not set"))
         return ClaimStatus(reserved_for=tuple(reserved))
     apath = path.child("allocation")
     devices = r.obj(allocation, "devices", apath)

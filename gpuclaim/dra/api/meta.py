@@ -123,11 +123,7 @@ def _parse_meta_body(
     annotations = r.str_map(meta, "annotations", path)
     check_labels_annotations(labels, annotations, path, r)
     owners = []
-    for i, item in enumerate(r.seq(meta, "ownerReferences", path)):
-        ipath = path.child("ownerReferences").index(i)
-        if not isinstance(item, Mapping):
-            r.wrong_type(ipath, item, "an object")
-            continue
+    for ipath, item in r.each_object(meta, "ownerReferences", path):
         owners.append(
             OwnerReference(
                 api_version=r.string(item, "apiVersion", ipath, required=True) or "",
@@ -138,12 +134,7 @@ def _parse_meta_body(
                 block_owner_deletion=bool(r.boolean(item, "blockOwnerDeletion", ipath)),
             )
         )
-    finalizers = []
-    for i, item in enumerate(r.seq(meta, "finalizers", path)):
-        if isinstance(item, str):
-            finalizers.append(item)
-        else:
-            r.wrong_type(path.child("finalizers").index(i), item, "a string")
+    finalizers = r.strings(meta, "finalizers", path)
     return ObjectMeta(
         name=name,
         namespace=namespace,
@@ -153,7 +144,7 @@ def _parse_meta_body(
         labels=labels,
         annotations=annotations,
         owner_references=tuple(owners),
-        finalizers=tuple(finalizers),
+        finalizers=finalizers,
         deleting=meta.get("deletionTimestamp") is not None,
     )
 

@@ -143,29 +143,20 @@ def _requirements(
     term: Mapping[str, Any], key: str, tpath: Path, r: Reader, *, fields: bool
 ) -> tuple[NodeSelectorRequirement, ...]:
     out = []
-    for j, raw in enumerate(r.seq(term, key, tpath)):
-        rpath = tpath.child(key).index(j)
-        if not isinstance(raw, Mapping):
-            r.wrong_type(rpath, raw, "an object")
-            continue
+    for rpath, raw in r.each_object(term, key, tpath):
         r.unknown_fields(raw, _REQ_FIELDS, rpath)
         req_key = r.string(raw, "key", rpath, required=True) or ""
         op = r.string(raw, "operator", rpath, required=True) or ""
-        values: list[str] = []
-        for k, v in enumerate(r.seq(raw, "values", rpath)):
-            if isinstance(v, str):
-                values.append(v)
-            else:
-                r.wrong_type(rpath.child("values").index(k), v, "a string")
+        values = r.strings(raw, "values", rpath)
         if fields:
             _check_field_requirement(req_key, op, values, rpath, r)
         else:
             _check_label_requirement(req_key, op, values, rpath, r)
-        out.append(NodeSelectorRequirement(key=req_key, operator=op, values=tuple(values)))
+        out.append(NodeSelectorRequirement(key=req_key, operator=op, values=values))
     return tuple(out)
 
 
-def _check_label_requirement(key: str, op: str, values: list[str], rpath: Path, r: Reader) -> None:
+def _check_label_requirement(key: str, op: str, values: tuple[str, ...], rpath: Path, r: Reader) -> None:
     if key:
         r.check(rpath.child("key"), key, names.check_label_key)
     if op in ("In", "NotIn"):
@@ -192,7 +183,7 @@ def _check_label_requirement(key: str, op: str, values: list[str], rpath: Path, 
         r.check(rpath.child("values").index(k), value, names.check_label_value)
 
 
-def _check_field_requirement(key: str, op: str, values: list[str], rpath: Path, r: Reader) -> None:
+def _check_field_requirement(key: str, op: str, values: tuple[str, ...], rpath: Path, r: Reader) -> None:
     if key and key != NODE_NAME_FIELD:
         r.add(FieldError.not_supported(rpath.child("key"), key, [NODE_NAME_FIELD]))
     if op and op not in FIELD_OPERATORS:

@@ -44,12 +44,7 @@ _OPAQUE_FIELDS = frozenset({"driver", "parameters"})
 def parse_selectors(parent: Mapping[str, Any], path: Path, r: Reader) -> tuple[Selector, ...]:
     """``parent.selectors``: at most 32, each with a ``cel.expression`` of at most 10 Ki characters."""
     out = []
-    spath = path.child("selectors")
-    for j, raw in enumerate(r.seq(parent, "selectors", path, limit=names.DEVICE_SELECTORS_MAX_SIZE)):
-        jpath = spath.index(j)
-        if not isinstance(raw, Mapping):
-            r.wrong_type(jpath, raw, "an object")
-            continue
+    for jpath, raw in r.each_object(parent, "selectors", path, limit=names.DEVICE_SELECTORS_MAX_SIZE):
         if "expression" in raw and "cel" not in raw:
             r.add(
                 FieldError.forbidden(
@@ -83,13 +78,8 @@ def parse_configs(
 ) -> tuple[DeviceConfiguration, ...]:
     """``parent.config``: class config when ``request_names`` is None, claim config otherwise."""
     out = []
-    cpath = path.child("config")
     allowed = _CLASS_CONFIG_FIELDS if request_names is None else _CLAIM_CONFIG_FIELDS
-    for i, raw in enumerate(r.seq(parent, "config", path, limit=names.DEVICE_CONFIG_MAX_SIZE)):
-        ipath = cpath.index(i)
-        if not isinstance(raw, Mapping):
-            r.wrong_type(ipath, raw, "an object")
-            continue
+    for ipath, raw in r.each_object(parent, "config", path, limit=names.DEVICE_CONFIG_MAX_SIZE):
         r.unknown_fields(raw, allowed, ipath)
         refs: list[str] = []
         if request_names is not None:

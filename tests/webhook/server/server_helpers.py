@@ -7,24 +7,29 @@ its own; `tests/webhook/server/test_server_cores.py` drives the real cores once 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
+import yaml
 from aiohttp import web
 
 from gpuclaim.certs import client_context
 from gpuclaim.certs.files import CertReloader, reloading_server_context
 from gpuclaim.double import tls as selfsigned
+from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
 from gpuclaim.dra.config import Config, load_config
 from gpuclaim.dra.fieldpath import FieldError
 from gpuclaim.dra.fieldpath import Path as FieldPath
 from gpuclaim.webhook import admit, keys, review
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "admission"
+CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
 
 
 class StandInChecks:
@@ -111,6 +116,30 @@ async def start(app_: web.Application) -> tuple[web.AppRunner, str]:
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=reloader.context if reloader else None)
     await site.start()
     return runner, f"https://127.0.0.1:{site.port}"
+
+
+@contextlib.asynccontextmanager
+async def serving(app_: web.Application, tls_files: selfsigned.TlsFiles, checks: Any = None) -> AsyncIterator[Server]:
+    """`app_` served over TLS on loopback, with a client session that trusts only the test CA; both closed on
+    leaving. `checks`: the stand-ins, when the test reads what they saw."""
+    runner, url = await start(app_)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
+    try:
+        yield Server(url, app_, session, checks, tls_files.ca_pem)
+    finally:
+        await session.close()
+        await runner.cleanup()
+
+
+async def classes_double(workdir: Path, *namespaces: str) -> RunningDouble:
+    """The API double holding `namespaces` and every rendered NVIDIA DeviceClass, as the cores' tests start from."""
+    running = await serve(store=Store(), workdir=workdir, settings=Settings(bookmark_interval=0.2))
+    for name in namespaces:
+        running.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    for doc in yaml.safe_load_all(CLASSES.read_text()):
+        if doc:
+            running.store.restore(doc)
+    return running
 
 
 def make_config(**webhook: Any) -> Config:

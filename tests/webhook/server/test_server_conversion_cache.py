@@ -10,29 +10,22 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
-import yaml
-from server_helpers import FIXTURES, Server, client_ssl, make_config, pod_review, reloader_for, start
+from server_helpers import Server, classes_double, make_config, pod_review, reloader_for, serving
 
 from gpuclaim.double import tls as selfsigned
-from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
+from gpuclaim.double.apiserver import RunningDouble
 from gpuclaim.kube import config as kube_config
 from gpuclaim.kube.client import KubeClient
 from gpuclaim.webhook import admit, app, keys
 
-CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
 NAMESPACE = "gpu-test1"
 
 
 @pytest.fixture
 async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
-    running.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    for doc in yaml.safe_load_all(CLASSES.read_text()):
-        if doc:
-            running.store.restore(doc)
+    running = await classes_double(tmp_path, NAMESPACE)
     yield running
     await running.close()
 
@@ -49,16 +42,10 @@ async def live(double: RunningDouble, tls_files: selfsigned.TlsFiles) -> AsyncIt
     checks = admit.CoreChecks(own_namespace="gpuclaim")
     application = app.create_app(make_config(), checks=checks, reloader=reloader_for(tls_files),
                                  kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
-    try:
-        server = Server(url, application, session, None, tls_files.ca_pem)
+    async with serving(application, tls_files) as server:
         await _until(lambda: application[keys.STATE].context.cluster is not None
                      and application[keys.STATE].context.cluster.synced)
         yield server, checks
-    finally:
-        await session.close()
-        await runner.cleanup()
 
 
 async def _until(condition: Callable[[], bool], within: float = 10.0) -> None:

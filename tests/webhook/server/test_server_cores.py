@@ -8,63 +8,63 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import jsonpatch
 import orjson
 import pytest
 import yaml
 from eventually import eventually
 from official_schemas import assert_valid
-from server_helpers import FIXTURES, Server, client_ssl, make_config, pod_review, reloader_for, start
+from server_helpers import FIXTURES, Server, classes_double, make_config, pod_review, reloader_for, serving
 
 from gpuclaim.double import tls as selfsigned
-from gpuclaim.double.apiserver import Fault, RunningDouble, Settings, Store, serve
+from gpuclaim.double.apiserver import Fault, RunningDouble
 from gpuclaim.dra.config import load_config
 from gpuclaim.kube import config as kube_config
 from gpuclaim.kube.client import KubeClient
 from gpuclaim.webhook import admit, app, keys
 
-CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
 SLICES = FIXTURES.parent / "resourceslices" / "aws-eks-p5-2nodes-8xH100-80GB-HBM3-nvidia.yaml"
 TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/gpu-test1/resourceclaimtemplates"
 
 
 @pytest.fixture
 async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
-    running.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-test1"}})
-    for doc in yaml.safe_load_all(CLASSES.read_text()):
-        if doc:
-            running.store.restore(doc)
+    running = await classes_double(tmp_path, "gpu-test1")
     for item in yaml.safe_load(SLICES.read_text())["items"]:
         running.store.restore(item)
     yield running
     await running.close()
 
 
-@pytest.fixture
-async def live(double: RunningDouble, tls_files: selfsigned.TlsFiles) -> AsyncIterator[Server]:
-    application = app.create_app(make_config(), checks=admit.core_checks(own_namespace="gpuclaim"),
+@contextlib.asynccontextmanager
+async def _serving(double: RunningDouble, tls_files: selfsigned.TlsFiles, config: Any,
+                   synced: bool = True) -> AsyncIterator[Server]:
+    """The app with the real cores and the double's cluster view, in process over TLS; with `synced`, once its
+    /readyz answers 200 (10 s at most: the tests that need it ready say so)."""
+    application = app.create_app(config, checks=admit.core_checks(own_namespace="gpuclaim"),
                                  reloader=reloader_for(tls_files),
                                  kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
-    try:
-        server = Server(url, application, session, None, tls_files.ca_pem)
-        for _ in range(200):
+    async with serving(application, tls_files) as server:
+        for _ in range(200 if synced else 0):
             if (await server.get("/readyz"))[0] == 200:
                 break
             await asyncio.sleep(0.05)
+        yield server
+
+
+def _policy(mutate: str, **sections: Any) -> Any:
+    return load_config({**sections, "webhook": {"internalErrorPolicy": {"mutate": mutate}}})
+
+
+@pytest.fixture
+async def live(double: RunningDouble, tls_files: selfsigned.TlsFiles) -> AsyncIterator[Server]:
+    async with _serving(double, tls_files, make_config()) as server:
         assert (await server.get("/readyz"))[0] == 200
         yield server
-    finally:
-        await session.close()
-        await runner.cleanup()
 
 
 async def _templates(double: RunningDouble) -> list[dict[str, Any]]:
@@ -183,55 +183,20 @@ async def test_before_the_cluster_view_has_synced_gpu_pods_follow_the_internal_e
     # refused with "the mapped DeviceClass ... not found" although the class existed
     double.faults.add(Fault("delay", verbs=frozenset({"list"}), resources=frozenset({"deviceclasses"}),
                             delay_seconds=30.0, times=None))
-    config = make_config()
-    config = dataclasses.replace(config, webhook=dataclasses.replace(
-        config.webhook, internal_error_policy=dataclasses.replace(config.webhook.internal_error_policy,
-                                                                  mutate="deny")))
-    application = app.create_app(config, checks=admit.core_checks(own_namespace="gpuclaim"),
-                                 reloader=reloader_for(tls_files),
-                                 kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
     try:
-        server = Server(url, application, session, None, tls_files.ca_pem)
-        assert (await server.get("/readyz"))[0] == 503
-        status, body = await server.post("/mutate", pod_review(gpus=1, uid="u-early"))
-        response = body["response"]
-        assert status == 200 and response["allowed"] is False
-        assert response["status"]["code"] == 500  # a retriable failure, not a refusal of the pod
-        assert "not finished its first list" in response["status"]["message"]
-        assert "not found" not in response["status"]["message"]
-        # a pod with nothing to convert is not held up by the unsynced view
-        status, body = await server.post("/mutate", pod_review(gpus=None, uid="u-plain"))
-        assert status == 200 and body["response"]["allowed"] is True and "patch" not in body["response"]
+        async with _serving(double, tls_files, _policy("deny"), synced=False) as server:
+            assert (await server.get("/readyz"))[0] == 503
+            status, body = await server.post("/mutate", pod_review(gpus=1, uid="u-early"))
+            response = body["response"]
+            assert status == 200 and response["allowed"] is False
+            assert response["status"]["code"] == 500  # a retriable failure, not a refusal of the pod
+            assert "not finished its first list" in response["status"]["message"]
+            assert "not found" not in response["status"]["message"]
+            # a pod with nothing to convert is not held up by the unsynced view
+            status, body = await server.post("/mutate", pod_review(gpus=None, uid="u-plain"))
+            assert status == 200 and body["response"]["allowed"] is True and "patch" not in body["response"]
     finally:
         double.faults.clear()
-        await session.close()
-        await runner.cleanup()
-
-
-@contextlib.asynccontextmanager
-async def _serving(double: RunningDouble, tls_files: selfsigned.TlsFiles, config: Any,
-                   synced: bool = True) -> AsyncIterator[Server]:
-    application = app.create_app(config, checks=admit.core_checks(own_namespace="gpuclaim"),
-                                 reloader=reloader_for(tls_files),
-                                 kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
-    try:
-        server = Server(url, application, session, None, tls_files.ca_pem)
-        for _ in range(200 if synced else 0):
-            if (await server.get("/readyz"))[0] == 200:
-                break
-            await asyncio.sleep(0.05)
-        yield server
-    finally:
-        await session.close()
-        await runner.cleanup()
-
-
-def _policy(mutate: str, **sections: Any) -> Any:
-    return load_config({**sections, "webhook": {"internalErrorPolicy": {"mutate": mutate}}})
 
 
 @pytest.mark.parametrize("policy", ["allow", "deny"])

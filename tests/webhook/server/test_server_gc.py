@@ -1,24 +1,25 @@
 """Garbage collection inside the webhook process, against the API double: the app's cleanup context runs the
 collector on the replica holding the Lease (a template made by an admission and never used by a pod is deleted
 once idle, counted in /metrics); admission refreshes `gpuclaim.io/last-used` of an object it hands out again,
-never on dryRun; and an object deleted since the cluster view saw it is created again, not referenced dangling."""
+never on dryRun; an object deleted since the cluster view saw it is created again, not referenced dangling; the
+collector and the quota controller each hold their own Lease and give it up at shutdown, and both stay off, saying
+why, when no namespace for a Lease is known."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
-import yaml
 from eventually import eventually
-from server_helpers import FIXTURES, Server, client_ssl, pod_review, reloader_for, start
+from server_helpers import Server, classes_double, pod_review, reloader_for, serving, start
 
 from gpuclaim.double import tls as selfsigned
-from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
+from gpuclaim.double.apiserver import RunningDouble
 from gpuclaim.double.apiserver.resources import BY_KIND
 from gpuclaim.dra.config import Config, load_config
 from gpuclaim.kube import config as kube_config
@@ -27,7 +28,6 @@ from gpuclaim.kube.client import KubeClient
 from gpuclaim.webhook import admit, app, keys, templates
 from gpuclaim.webhook.convert import Conversion
 
-CLASSES = FIXTURES.parent / "deviceclasses" / "ALL-rendered-resource.k8s.io-v1.yaml"
 NS = "gpu-test1"
 TEMPLATE = BY_KIND[("resource.k8s.io/v1", "ResourceClaimTemplate")]
 LEASE = BY_KIND[("coordination.k8s.io/v1", "Lease")]
@@ -36,38 +36,28 @@ FAST_LEASE = {"leaseDurationSeconds": 2, "renewDeadlineSeconds": 1.5, "retryPeri
 
 @pytest.fixture
 async def double(tmp_path: Path) -> AsyncIterator[RunningDouble]:
-    running = await serve(store=Store(), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
-    for name in (NS, "gpuclaim"):
-        running.store.restore({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    for doc in yaml.safe_load_all(CLASSES.read_text()):
-        if doc:
-            running.store.restore(doc)
+    running = await classes_double(tmp_path, NS, "gpuclaim")
     yield running
     await running.close()
 
 
-async def _serve(double: RunningDouble, tls_files: selfsigned.TlsFiles, config: Config
-                 ) -> tuple[Server, aiohttp.ClientSession, Any]:
+@contextlib.asynccontextmanager
+async def _serving(double: RunningDouble, tls_files: selfsigned.TlsFiles, config: Config) -> AsyncIterator[Server]:
+    """The app with the real cores, the double's cluster view and the Leases' namespace, once the view is synced."""
     application = app.create_app(config, checks=admit.core_checks(own_namespace="gpuclaim"),
                                  reloader=reloader_for(tls_files), namespace="gpuclaim",
                                  kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
-    server = Server(url, application, session, None, tls_files.ca_pem)
-    await eventually(lambda: application[keys.STATE].context.cluster is not None, 5)
-    await application[keys.STATE].context.cluster.wait_synced(10)
-    return server, session, runner
+    async with serving(application, tls_files) as server:
+        await eventually(lambda: application[keys.STATE].context.cluster is not None, 5)
+        await application[keys.STATE].context.cluster.wait_synced(10)
+        yield server
 
 
 @pytest.fixture
 async def live(double: RunningDouble, tls_files: selfsigned.TlsFiles, request: pytest.FixtureRequest
                ) -> AsyncIterator[Server]:
-    server, session, runner = await _serve(double, tls_files, load_config({"gc": request.param}))
-    try:
+    async with _serving(double, tls_files, load_config({"gc": request.param})) as server:
         yield server
-    finally:
-        await session.close()
-        await runner.cleanup()
 
 
 def _stored(double: RunningDouble) -> list[dict[str, Any]]:
@@ -96,6 +86,43 @@ async def test_with_gc_disabled_there_is_no_lease_and_no_collector(live: Server,
     await asyncio.sleep(0.3)
     assert live.app[keys.STATE].gc is None
     assert double.store.list(LEASE, "gpuclaim", lambda _: True)[0] == []
+
+
+@pytest.mark.parametrize(("settings", "lease", "gauge"), [
+    ({"gc": FAST_LEASE}, "gpuclaim-gc", "gpuclaim_gc_leader"),
+    ({"gc": {"enabled": False, **FAST_LEASE}, "quota": {"enabled": True, "precheck": False}}, "gpuclaim-quota",
+     "gpuclaim_quota_leader"),
+], ids=["gc", "quota"])  # fmt: skip
+async def test_each_leased_loop_holds_its_own_lease_and_gives_it_up_at_shutdown(
+        double: RunningDouble, tls_files: selfsigned.TlsFiles, settings: dict[str, Any], lease: str,
+        gauge: str) -> None:
+    async with _serving(double, tls_files, load_config(settings)) as server:
+        sample = server.app[keys.REGISTRY].get_sample_value
+        await eventually(lambda: sample(gauge) == 1, 10)
+        held = double.store.get(LEASE, "gpuclaim", lease)
+        assert held["spec"]["holderIdentity"] and held["spec"]["leaseDurationSeconds"] == 2
+        assert [x["metadata"]["name"] for x in double.store.list(LEASE, "gpuclaim", lambda _: True)[0]] == [lease]
+    released = double.store.get(LEASE, "gpuclaim", lease)["spec"]  # a successor takes over at once
+    assert not released.get("holderIdentity") and released["leaseDurationSeconds"] == 1
+    assert sample(gauge) == 0
+
+
+async def test_without_a_namespace_for_the_leases_both_loops_stay_off_and_say_why(
+        double: RunningDouble, tls_files: selfsigned.TlsFiles, caplog: pytest.LogCaptureFixture) -> None:
+    application = app.create_app(load_config({"gc": FAST_LEASE, "quota": {"enabled": True, "precheck": False}}),
+                                 checks=admit.core_checks(own_namespace="gpuclaim"), reloader=reloader_for(tls_files),
+                                 kube_config=kube_config.from_kubeconfig(double.kubeconfig), namespace=None)
+    with caplog.at_level("WARNING", logger="gpuclaim.webhook"):
+        runner, _ = await start(application)
+    try:
+        await asyncio.sleep(0.5)
+        assert application[keys.STATE].gc is None
+        assert double.store.list(LEASE, "gpuclaim", lambda _: True)[0] == []
+    finally:
+        await runner.cleanup()
+    warned = [r.getMessage() for r in caplog.records if r.name == "gpuclaim.webhook"]
+    assert any(m.startswith("garbage collection is off: no namespace for its Lease") for m in warned), warned
+    assert any(m.startswith("the quota controller is off: no namespace for its Lease") for m in warned), warned
 
 
 async def _age(double: RunningDouble, name: str) -> None:
