@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuclaim.dra.api import DumpError, read_dump
+from gpuclaim.kube.dump import DumpError, read_dump
 
 from .report import Objects
 

@@ -17,15 +17,14 @@ from gpuclaim.dra import allocator, taints, versions
 from gpuclaim.dra.api import (
     DeviceClass,
     DeviceID,
-    DumpError,
     ResourceClaim,
     ResourceSlice,
     parse_device_class,
     parse_resource_claim,
     parse_resource_slice,
-    read_dump,
 )
 from gpuclaim.dra.config import ExtenderConfig
+from gpuclaim.kube.dump import DumpError, read_dump
 
 from . import extended
 from .groups import GroupCache

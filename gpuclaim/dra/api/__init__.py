@@ -25,7 +25,7 @@ from .claims import (
     parse_resource_claim_template,
 )
 from .classes import DeviceClass, parse_device_class
-from .documents import KINDS, DumpError, Located, Model, flatten_documents, iter_objects, parse_object, read_dump
+from .documents import KINDS, Located, Model, flatten_documents, iter_objects, parse_object
 from .meta import API_VERSION, ObjectMeta, OwnerReference
 from .names import qualify, split_qualified
 from .nodeselector import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, node_selector_matches
@@ -60,7 +60,6 @@ __all__ = [
     "DeviceConstraint",
     "DeviceID",
     "DeviceRequest",
-    "DumpError",
     "ExactRequest",
     "Located",
     "Model",
@@ -84,6 +83,5 @@ __all__ = [
     "parse_resource_claim_template",
     "parse_resource_slice",
     "qualify",
-    "read_dump",
     "split_qualified",
 ]

@@ -1,13 +1,9 @@
-"""Dispatch by kind, and flatten multi-document YAML / ``kubectl get -o yaml`` List output into objects, from a
-stream or from a cluster dump directory."""
+"""Dispatch by kind, and flatten multi-document YAML / ``kubectl get -o yaml`` List output into objects."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from pathlib import Path as FilePath
 from typing import Any, NamedTuple
-
-import yaml
 
 from gpuclaim.dra.fieldpath import FieldError, Path
 
@@ -67,32 +63,6 @@ def iter_objects(documents: Iterable[object]) -> Iterator[Located]:
 def flatten_documents(documents: Iterable[object]) -> list[object]:
     """The objects of a document stream, Lists expanded (see :func:`iter_objects`)."""
     return [located.obj for located in iter_objects(documents)]
-
-
-DUMP_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-class DumpError(ValueError):
-    """A dump directory or one of its files cannot be read; the message names which and why, on one line."""
-
-
-def read_dump(directory: FilePath) -> Iterator[tuple[FilePath, Located]]:
-    """The objects of a cluster dump (``--cluster DIR``, as ``kubectl get -o yaml`` writes it): every .yaml, .yml
-    or .json file below `directory` in sorted order, each file's documents as :func:`iter_objects` yields them,
-    with the file they came from. Raises :class:`DumpError` for a missing or empty directory or a file that is not
-    YAML."""
-    if not directory.is_dir():
-        raise DumpError(f"--cluster {directory}: not a directory")
-    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in DUMP_SUFFIXES)
-    if not files:
-        raise DumpError(f"--cluster {directory}: no .yaml, .yml or .json files")
-    for path in files:
-        try:
-            documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise DumpError(f"{path}: {' '.join(str(exc).split())}") from None
-        for located in iter_objects(documents):
-            yield path, located
 
 
 def _is_list(doc: object) -> bool:
