@@ -6,13 +6,15 @@ unhealthy while a device is in them), one per node x driver for the other two. N
 name is ever a label value, so a scrape shows nothing the fleet page's access rules hide.
 
 The families are rebuilt only when the index's revision moved, from per-node samples recomputed only for the nodes
-whose entry changed; between changes a scrape re-serves the families of the last revision. The collector reads the
-index on the scrape's thread: register it only where /metrics is served on the index's event loop
-(gpuclaim/serving/metrics.py serves it through aiohttp there), since FleetIndex is not thread-safe.
+whose entry changed; between changes a scrape re-serves the families of the last revision. The families are built
+and formatted in the metrics thread (gpuclaim/serving/metrics.py), off the event loop; FleetIndex is not
+thread-safe, so the collector takes from it, on the loop (`serving.metrics.on_loop`), only the node entries of the
+current revision: an immutable snapshot (the index replaces an entry when its node changes, never edits it).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
@@ -20,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpuclaim.fleet import model
+from gpuclaim.serving.metrics import on_loop
 
 DEVICES = "gpuclaim_fleet_devices"
 LARGEST_FREE_TIGHT_GROUP = "gpuclaim_fleet_largest_free_tight_group"
@@ -92,20 +95,28 @@ def families(entries: Iterable[model.NodeEntry],
 
 
 class FleetCollector(Collector):
-    """A custom collector over a FleetIndex."""
+    """A custom collector over a FleetIndex, safe to collect from any thread."""
 
     def __init__(self, index: model.FleetIndex) -> None:
         self._index = index
+        # the families of the last revision and the per-node samples they came from, kept for the next scrape;
+        # the lock makes one collect at a time update them (scrapes come from the metrics thread, tests from theirs)
+        self._lock = threading.Lock()
         self._cached: tuple[int, list[GaugeMetricFamily]] | None = None
         # one entry per node of the fleet, dropped with the node: bounded by the fleet the index holds
         self._per_node: dict[str, tuple[model.NodeEntry, tuple[list[Sample], ...]]] = {}
 
+    def _snapshot(self) -> tuple[int, tuple[model.NodeEntry, ...]]:
+        entries = tuple(self._index.nodes())  # flushes the dirty nodes, so the revision below is current
+        return self._index.revision, entries
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        entries = self._index.nodes()  # flushes the dirty nodes, so the revision below is current
-        revision = self._index.revision
-        if self._cached is None or self._cached[0] != revision:
-            self._cached = (revision, families(entries, self._per_node))
-        yield from self._cached[1]
+        revision, entries = on_loop(self._snapshot)
+        with self._lock:
+            if self._cached is None or self._cached[0] != revision:
+                self._cached = (revision, families(entries, self._per_node))
+            built = self._cached[1]
+        yield from built
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
         # Described without reading the index: registering must not compute the fleet.

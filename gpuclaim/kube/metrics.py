@@ -13,6 +13,8 @@ RESTART_REASONS = ("closed", "expired", "error", "silent")
 
 
 class _AgeCollector(Collector):
+    # collected in the metrics thread (gpuclaim/serving/metrics.py): `ages` and `synced` read the reflectors' fixed
+    # dict, floats and Event flags, which another thread may read as the loop writes them
     def __init__(self, ages: Callable[[], Mapping[str, float | None]], synced: Callable[[], bool]) -> None:
         self._ages = ages
         self._synced = synced

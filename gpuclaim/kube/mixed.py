@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from gpuclaim.dra import mixed
 from gpuclaim.dra.config import ConversionConfig
 from gpuclaim.dra.mapping import MappingTable
+from gpuclaim.serving.metrics import on_loop
 
 
 class MixedNodes:
@@ -55,10 +56,14 @@ class MixedNodes:
         self._nodes, self._at = out, now
         return out
 
+    def _count(self) -> int:
+        return len(self.nodes()) if getattr(self.cache, "synced", True) else 0
+
     def register(self, registry: CollectorRegistry) -> None:
         gauge = Gauge("gpuclaim_mixed_nodes", "Nodes where the device plugin advertises a resource gpuclaim maps and "
                       "the DRA driver behind it publishes ResourceSlices (one GPU could be handed out twice)",
                       registry=registry)
-        gauge.set_function(lambda: len(self.nodes()) if getattr(self.cache, "synced", True) else 0)
+        # read on the event loop that owns the cache: the scrape is formatted in the metrics thread
+        gauge.set_function(lambda: on_loop(self._count))
         self.avoided = Counter("gpuclaim_mixed_nodes_avoided", "Mixed nodes the extender's filter failed for a "
                                "converted pod (mixedNodes: avoid)", registry=registry)

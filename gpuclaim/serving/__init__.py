@@ -5,7 +5,8 @@
 - `connections`: the bounds on one connection (TLS handshake, every request head, body read, unread answers, idle
   keep-alive), and on the connections of a site and of one source.
 - `bodies`: the budget for request bodies and answers held at once, per server and per source (429/503).
-- `metrics`: the /metrics app and the series every server has (build info, certificate expiry).
+- `metrics`: the /metrics app, which formats the exposition in a worker thread of its own (`on_loop` for collectors
+  that read what the event loop owns), and the series every server has (build info, certificate expiry).
 - `logs`: JSON or text log lines on stderr, per `logging.format`.
 - `offload`: the worker thread that decodes big request bodies off the event loop.
 

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import hdrs, http_exceptions, web
 from aiohttp.web_protocol import RequestPayloadError
 
-from gpuclaim.serving import connections, expect, offload
+from gpuclaim.serving import clientauth, connections, expect, offload
 from gpuclaim.serving import run as serving
 from gpuclaim.webhook import admit, keys, review
 
@@ -29,20 +29,10 @@ def _error(request: web.Request, endpoint: admit.Endpoint, code: int, message: s
 
 def client_refusal(request: web.Request) -> tuple[int, str] | None:
     """With webhook.clientAuth.caFile: the caller must have shown a certificate the CA signed (the TLS layer
-    verified it), and with allowedNames one naming an allowed identity. None when the call may go on."""
-    auth = request.app[keys.STATE].context.config.webhook.client_auth
-    if not auth.ca_file:
-        return None
-    transport = request.transport
-    cert = transport.get_extra_info("peercert") if transport is not None else None
-    if not cert:
-        return 401, "a client certificate signed by webhook.clientAuth.caFile is required"
-    if auth.allowed_names:
-        names = {value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"}
-        names |= {value for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"}
-        if not names & set(auth.allowed_names):
-            return 403, "the client certificate names none of webhook.clientAuth.allowedNames"
-    return None
+    verified it), and with allowedNames one naming an allowed identity. None when the call may go on. The check is
+    gpuclaim.serving.clientauth's, which the extender's middleware runs too; the webhook calls it from its handlers
+    so that a refusal is answered as an AdmissionReview endpoint answers (metrics, the Status body)."""
+    return clientauth.refusal(request, request.app[keys.STATE].context.config.webhook.client_auth, section="webhook")
 
 
 def _endpoint(request: web.Request) -> admit.Endpoint:

@@ -3,7 +3,9 @@
 The per-admission series (reviews, duration, conversions, templates, denials, warnings) are plain counts on the
 event loop's thread, turned into metric families only when /metrics is scraped (`_AdmissionCollector`):
 prometheus_client's own Counter and Histogram take a lock and check their state on every increment, which cost
-about 12 us per admission, a fifth of a cached mutation. The rarer series stay prometheus_client objects.
+about 12 us per admission, a fifth of a cached mutation. The rarer series stay prometheus_client objects. The
+scrape is formatted in the metrics thread (gpuclaim/serving/metrics.py); the counts are read into families on the
+loop that writes them (`on_loop`), so a scrape never sees a histogram's buckets and sum from different moments.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from gpuclaim.dra.fieldpath import ErrorType
+from gpuclaim.serving.metrics import on_loop
 from gpuclaim.webhook import admit, review
 
 ENDPOINTS: tuple[admit.Endpoint, ...] = ("mutate", "validate")
@@ -30,7 +33,8 @@ _LE = (*(floatToGoString(b) for b in BUCKETS), "+Inf")
 
 
 class _AdmissionCollector(Collector):
-    """Counts kept as ints and floats, exported at scrape time. Written and read on the event loop only."""
+    """Counts kept as ints and floats, exported at scrape time. Written and read on the event loop only: `collect`,
+    called in the metrics thread, has the loop read them."""
 
     def __init__(self) -> None:
         self.created = time.time()
@@ -48,6 +52,9 @@ class _AdmissionCollector(Collector):
         self.sums[endpoint] += seconds
 
     def collect(self) -> Iterator[Metric]:
+        yield from on_loop(lambda: list(self._families()))
+
+    def _families(self) -> Iterator[Metric]:
         reviews = CounterMetricFamily("gpuclaim_webhook_admission_reviews", "Admission requests answered",
                                       labels=["endpoint", "operation", "result"])
         for labels, value in self.reviews.items():
@@ -76,7 +83,7 @@ class _AdmissionCollector(Collector):
             yield family
 
     def describe(self) -> Iterator[Metric]:
-        return self.collect()  # the names, for the registry's duplicate check
+        return self._families()  # the names, for the registry's duplicate check (at registration, on the loop)
 
 
 def _single(name: str, doc: str, value: int, created: float) -> Metric:

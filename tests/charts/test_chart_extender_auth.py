@@ -113,9 +113,10 @@ def test_the_tls_port_policies_admit_only_their_peers_and_the_scheduler_pods() -
     assert set(policies) == {"webhook", "extender"}
     for name, policy in policies.items():
         assert policy["metadata"]["namespace"] == NAMESPACE and policy["spec"]["policyTypes"] == ["Ingress"]
-        tls, metrics = policy["spec"]["ingress"]
+        tls, metrics, *fleet = policy["spec"]["ingress"]
         assert tls["ports"] == [{"port": 8443, "protocol": "TCP"}]
         assert metrics == {"ports": [{"port": 9090, "protocol": "TCP"}]}  # no metrics policy: open
+        assert fleet == ([{"ports": [{"port": 8444, "protocol": "TCP"}]}] if name == "extender" else [])  # open
         if name == "webhook":
             assert tls["from"] == [PEER]
     (scheduler_peer,) = policies["extender"]["spec"]["ingress"][0]["from"]
@@ -136,7 +137,7 @@ def test_tls_and_metrics_policies_share_one_object_per_server() -> None:
     assert set(policies) == {"webhook", "extender"}
     tls, metrics = policies["webhook"]["spec"]["ingress"]
     assert tls["from"] == [PEER] and metrics["from"] == [monitoring]
-    open_tls, _metrics = policies["extender"]["spec"]["ingress"]  # its own TLS policy is off: open
+    open_tls, _metrics, _fleet = policies["extender"]["spec"]["ingress"]  # its own TLS policy is off: open
     assert "from" not in open_tls
 
 

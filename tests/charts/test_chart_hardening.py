@@ -1,5 +1,6 @@
 """Issue 14, finding 7 in the chart: optional verification of kube-apiserver's client certificate and an
-optional NetworkPolicy that keeps the metrics port to the listed peers. Rendered with real Helm."""
+optional NetworkPolicy that keeps the metrics port to the listed peers, and (issue 22) the extender's fleet port to
+its own. Rendered with real Helm; the policies validated against the official schemas of every supported minor."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import yaml
 from chart_helpers import NAMESPACE, Rendered, render_values
+from official_schemas import assert_valid
 
 from gpuclaim.dra.config import load_config
 
@@ -55,11 +57,50 @@ def test_the_network_policy_keeps_the_metrics_port_to_the_listed_peers() -> None
     rendered = render_values({"metrics": {"networkPolicy": {"enabled": True, "from": [peer]}}})
     policies = {p["metadata"]["name"]: p for p in rendered.of_kind("NetworkPolicy")}
     assert len(policies) == 2
-    for policy in policies.values():
+    for name, policy in policies.items():
         assert policy["metadata"]["namespace"] == NAMESPACE
-        open_port, metrics = policy["spec"]["ingress"]
-        assert "from" not in open_port and open_port["ports"][0]["port"] in (8443, 8444, 8080, 9443)
+        open_port, metrics, *fleet = policy["spec"]["ingress"]
+        assert "from" not in open_port and open_port["ports"] == [{"port": 8443, "protocol": "TCP"}]
         assert metrics["from"] == [peer] and metrics["ports"] == [{"port": 9090, "protocol": "TCP"}]
+        # the extender's fleet port stays open: the policy is there for the metrics port
+        assert fleet == ([{"ports": [{"port": 8444, "protocol": "TCP"}]}] if name.endswith("-extender") else [])
     only_tls = render_values({"metrics": {"networkPolicy": {"enabled": True}}})
     for policy in only_tls.of_kind("NetworkPolicy"):
-        assert len(policy["spec"]["ingress"]) == 1  # nobody may scrape: the metrics port is closed
+        # nobody may scrape: the metrics port is closed
+        assert all(rule["ports"][0]["port"] != 9090 for rule in policy["spec"]["ingress"])
+
+
+FLEET_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}
+
+
+def _extender_policy(rendered: Rendered) -> dict[str, Any]:
+    (policy,) = [p for p in rendered.of_kind("NetworkPolicy") if p["metadata"]["name"].endswith("-extender")]
+    assert_valid(policy)  # the official schema of every supported minor
+    return policy
+
+
+def test_the_fleet_port_is_kept_to_its_listed_peers_in_the_extenders_policy() -> None:
+    """The fleet port (fleet.port, or config fleet.listen's) gets its rule in the extender's one policy: the policy
+    rendered for the fleet port alone keeps the TLS and metrics ports open, as their own parts are off."""
+    rendered = render_values({"fleet": {"port": 9444, "networkPolicy": {"enabled": True, "from": [FLEET_PEER]}}})
+    assert [p["metadata"]["name"] for p in rendered.of_kind("NetworkPolicy")] == ["gc-gpuclaim-extender"]
+    tls, metrics, fleet = _extender_policy(rendered)["spec"]["ingress"]
+    assert tls == {"ports": [{"port": 8443, "protocol": "TCP"}]}
+    assert metrics == {"ports": [{"port": 9090, "protocol": "TCP"}]}
+    assert fleet == {"from": [FLEET_PEER], "ports": [{"port": 9444, "protocol": "TCP"}]}
+    # the port the extender serves the fleet on when config fleet.listen names it and the chart passes no flag
+    from_config = render_values({"fleet": {"enabled": False, "networkPolicy": {"enabled": True, "from": [FLEET_PEER]}},
+                                 "config": {"fleet": {"listen": "0.0.0.0:9555"}}})
+    assert _extender_policy(from_config)["spec"]["ingress"][2] == {
+        "from": [FLEET_PEER], "ports": [{"port": 9555, "protocol": "TCP"}]}
+
+
+def test_a_fleet_policy_without_peers_closes_the_fleet_port_and_one_without_a_fleet_port_renders_nothing() -> None:
+    closed = render_values({"fleet": {"networkPolicy": {"enabled": True}},
+                            "metrics": {"networkPolicy": {"enabled": True, "from": [FLEET_PEER]}}})
+    ports = [rule["ports"][0]["port"] for rule in _extender_policy(closed)["spec"]["ingress"]]
+    assert ports == [8443, 9090]  # no rule for 8444: nobody reaches it over the pod network
+    assert render_values({"fleet": {"enabled": False, "networkPolicy": {"enabled": True}}}).of_kind(
+        "NetworkPolicy") == []
+    assert render_values({"extender": {"enabled": False}, "fleet": {"networkPolicy": {"enabled": True}}}).of_kind(
+        "NetworkPolicy") == []

@@ -3,7 +3,7 @@ chart's defaults, so the extender requires mutual TLS and the real kube-schedule
 `extenders[].tlsConfig` (certFile/keyFile: the client pair `gpuclaim certs --client-name` issued, as the chart's
 certs Job runs it). The scheduler is never refused: a converted GPU pod is scheduled with the extender's scores.
 A caller without the certificate gets no TLS handshake. The chart's opt-in NetworkPolicies for both TLS ports are
-accepted by the real kube-apiserver (server-side dry run)."""
+accepted by the real kube-apiserver (server-side dry run), the extender's with its fleet port rule."""
 
 from __future__ import annotations
 
@@ -81,6 +81,8 @@ def test_the_tls_port_network_policies_are_valid_objects_for_the_real_apiserver(
         "scheduler": {"second": {"enabled": True}},
         "metrics": {"networkPolicy": {"enabled": True, "from": [{"namespaceSelector": {
             "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}},
+        "fleet": {"networkPolicy": {"enabled": True, "from": [{"podSelector": {
+            "matchLabels": {"app.kubernetes.io/name": "ingress-nginx"}}, "namespaceSelector": {}}]}},
     })
     policies = [o for o in rendered if o["kind"] == "NetworkPolicy"]
     assert len(policies) == 2
@@ -88,6 +90,9 @@ def test_the_tls_port_network_policies_are_valid_objects_for_the_real_apiserver(
         stored = kube.api.create(policy, dryRun="All")
         assert stored["spec"]["ingress"] == policy["spec"]["ingress"]
         assert stored["metadata"]["namespace"] == NAMESPACE
+    (extender,) = [p for p in policies if p["metadata"]["name"].endswith("-extender")]
+    # TLS, metrics, fleet
+    assert [rule["ports"][0]["port"] for rule in extender["spec"]["ingress"]] == [8443, 9090, 8444]
     # the Deployments that mount the client certificate (second scheduler) and the client CA (extender), and
     # probe the metrics port, are valid as rendered too
     deployments = [o for o in rendered if o["kind"] == "Deployment"]

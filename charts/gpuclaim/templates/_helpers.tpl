@@ -366,3 +366,16 @@ secret:
   {{- end }}
   defaultMode: 0440
 {{- end }}
+
+{{/*
+The extender's fleet port in its pod: fleet.port when the chart passes --fleet-listen (fleet.enabled), else the port
+of config fleet.listen (HOST:PORT), which the extender serves when no flag overrides it; empty when there is none.
+*/}}
+{{- define "gpuclaim.fleetPort" -}}
+{{- $config := get (.Values.config | default dict) "fleet" | default dict }}
+{{- if and .Values.fleet.enabled .Values.extender.enabled }}
+{{- .Values.fleet.port }}
+{{- else if get $config "listen" }}
+{{- regexFind "[0-9]+$" (get $config "listen") }}
+{{- end }}
+{{- end }}
