@@ -118,9 +118,17 @@ async def test_a_long_candidate_list_is_predicted_while_the_loop_keeps_answering
     names = [f"n{i:04d}" for i in range(1500)]
     # the shape's selector compiled, two node states built: what is left is per node
     assert (await client.post("/prioritize", data=_args(fleet.pod("t1"), names[:2]))).status == 200
+    # what predicting the same shape over as many fresh nodes costs in one go on this machine, now (0.8 s on a
+    # quiet one): the bound below means the same whatever the machine's load
+    other = _view(config, nodes=1500)
+    request = predict.resolve(fleet.pod("t1"), other, config.extender)
+    predict.predict(request, names[:2], other, config.extender)
+    started = time.perf_counter()
+    predict.predict(request, names, other, config.extender)
+    in_one_go = time.perf_counter() - started
     gaps = await _gaps_during(client.post("/prioritize", data=_args(fleet.pod("t1"), names)))
-    # 0.8 s in one go before
-    assert max(gaps) < 0.15, f"the event loop stood still {max(gaps) * 1000:.0f} ms"
+    assert max(gaps) < in_one_go / 3, (f"the event loop stood still {max(gaps) * 1000:.0f} ms; predicting in one go "
+                                       f"takes {in_one_go * 1000:.0f} ms")
 
 
 async def _gaps_during(call: Any) -> list[float]:
