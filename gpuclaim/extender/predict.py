@@ -39,6 +39,9 @@ from . import fragmentation as frag
 
 _MAX_VERDICTS_PER_NODE = 64
 _UNKNOWN_NODE = "no ResourceSlice or Node known for this node"
+#: the verdict of a node the view does not know, but its name: made once, not per name (a call may name 15,000
+#: nodes it does not know, and 50 such calls at once is a flood of issue 22)
+_UNKNOWN: score.Packed = (None, (), _UNKNOWN_NODE, (), False, False)
 #: where no version is known (a view built in memory): the newest supported kube-scheduler at default gates
 NEWEST_FEATURES = allocator.features_for(versions.NEWEST_MODEL)
 
@@ -429,7 +432,7 @@ def verdicts(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
     for name in names:  # the hot loop: 5,000 nodes per call, almost always two dict hits
         state = node_state(name)
         if state is None:
-            yield score.NodeVerdict(node=name, score=None, devices=(), reason=_UNKNOWN_NODE, strict=score.NO_DOMAINS)
+            yield score.NodeVerdict.unpack(name, _UNKNOWN)
             continue
         if pinned:
             why = pod_request.pinned_elsewhere(state.pools.node)
