@@ -61,6 +61,8 @@ class NodeState:
     features: allocator.Features = NEWEST_FEATURES
     # with ConsumableCapacity: shares other claims hold of this node's devices (not in `held`), by consumed capacity
     shared: allocator.SharedUsage = allocator.NO_SHARES
+    # the part of the node's group signature that no pod changes (groups.base), made on first use; False: none
+    signature_base: tuple[Any, ...] | bool | None = None
 
     @property
     def name(self) -> str:
