@@ -39,6 +39,9 @@ from . import fragmentation as frag
 
 _MAX_VERDICTS_PER_NODE = 64
 _UNKNOWN_NODE = "no ResourceSlice or Node known for this node"
+#: the verdict of a node the view does not know, but its name: made once, not per name (a call may name 15,000
+#: nodes it does not know, and 50 such calls at once is a flood of issue 22)
+_UNKNOWN: score.Packed = (None, (), _UNKNOWN_NODE, (), False, False)
 #: where no version is known (a view built in memory): the newest supported kube-scheduler at default gates
 NEWEST_FEATURES = allocator.features_for(versions.NEWEST_MODEL)
 
@@ -58,6 +61,8 @@ class NodeState:
     features: allocator.Features = NEWEST_FEATURES
     # with ConsumableCapacity: shares other claims hold of this node's devices (not in `held`), by consumed capacity
     shared: allocator.SharedUsage = allocator.NO_SHARES
+    # the part of the node's group signature that no pod changes (groups.base), made on first use; False: none
+    signature_base: tuple[Any, ...] | bool | None = None
 
     @property
     def name(self) -> str:
@@ -429,7 +434,7 @@ def verdicts(pod_request: PodRequest, names: Sequence[str], view: ClusterView,
     for name in names:  # the hot loop: 5,000 nodes per call, almost always two dict hits
         state = node_state(name)
         if state is None:
-            yield score.NodeVerdict(node=name, score=None, devices=(), reason=_UNKNOWN_NODE, strict=score.NO_DOMAINS)
+            yield score.NodeVerdict.unpack(name, _UNKNOWN)
             continue
         if pinned:
             why = pod_request.pinned_elsewhere(state.pools.node)

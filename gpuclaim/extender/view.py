@@ -193,6 +193,8 @@ class LiveView:
         if state is not None:
             return state
         labels = self.cache.node_labels(name)
+        if labels is None and not self.cache.inventory.may_have_slices(name):
+            return None  # a name the cluster does not know: asked for 10,000 at a time by a flood (issue 22)
         # parsed once by the cluster cache when each slice arrived (invalid slices are left out there)
         parsed = self.cache.parsed_slices_for_node(name)
         if labels is None and not parsed:

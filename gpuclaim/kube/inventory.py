@@ -196,6 +196,11 @@ class Inventory:
                                    o["metadata"]["name"]))
         return chosen
 
+    def may_have_slices(self, node: str) -> bool:
+        """False when no slice can be usable on `node` (`slices_for_node` is empty): the quick answer for a name
+        the cluster does not know, without building and sorting an empty list."""
+        return bool(self._by_node.get(node)) or bool(self._all_nodes)
+
     def parsed_slices_for_node(self, node: str) -> list[ResourceSlice]:
         """`slices_for_node` as parsed models, same order; what the allocator simulation takes."""
         return [p for o in self.slices_for_node(node) if (p := self._parsed.get(o["metadata"]["name"])) is not None]

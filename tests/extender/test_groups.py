@@ -63,3 +63,20 @@ def test_identical_nodes_are_simulated_once() -> None:
     assert [v.devices for v in verdicts] == [(f"gpu.nvidia.com/n{i}/gpu-2", f"gpu.nvidia.com/n{i}/gpu-3")
                                              for i in range(6)]
     assert len({v.score for v in verdicts}) == 1
+
+
+@settings(max_examples=15, deadline=None)
+@given(nodes, st.permutations(sorted(SHAPES)))
+def test_grouped_verdicts_equal_simulating_every_node_for_shapes_asked_in_turn(
+        spec: list[tuple[str, set[int], bool]], order: list[str]) -> None:
+    # the pod-independent part of a signature is kept on the node state between shapes (groups.base): what a
+    # shape reads (its selectors' outcomes, its constraint attributes) must still tell the shapes apart
+    objects = _objects(spec)
+    grouped = OfflineView(objects, config=CONFIG)
+    alone = OfflineView(objects, config=CONFIG)
+    alone.verdict_groups = GroupCache(max_entries=0)
+    names = grouped.candidates()
+    for shape in order:
+        pod = fleet.pod(shape)
+        shared = predict.predict(predict.resolve(pod, grouped, CONFIG), names, grouped, CONFIG)
+        assert shared == predict.predict(predict.resolve(pod, alone, CONFIG), names, alone, CONFIG)

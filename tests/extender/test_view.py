@@ -97,3 +97,34 @@ async def test_predictions_follow_allocations_and_rebuild_only_the_touched_node(
 async def test_not_ready_before_the_first_list(view: LiveView) -> None:
     ok, reason = view.ready()
     assert not ok and reason == "cluster view not synced yet"
+
+
+async def test_a_name_the_cluster_does_not_know_is_unfit_unless_a_slice_serves_every_node(
+        double: RunningDouble, view: LiveView) -> None:
+    # the quick answer for unknown names (a flood names 10,000 at a time, issue 22) must not skip slices that
+    # serve any node: a network-attached pool with allNodes is usable on a name no Node object carries
+    store = double.store
+    store.restore(_node("a"))
+    store.restore(fleet.pairs_node("a"))
+    for obj in (*fleet.gpu_classes(), fleet.template("two", fleet.tight_or_any(2))):
+        obj["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = "gpuclaim"
+        store.restore(obj)
+    await view.cache.start()
+    await view.cache.wait_synced(5)
+    assert view.node_state("ghost") is None
+    assert _verdict(view, "ghost").reason == "no ResourceSlice or Node known for this node"
+    shared = fleet.pairs_node("fabric")
+    del shared["spec"]["nodeName"]
+    shared["spec"]["allNodes"] = True
+    assert_valid(shared)
+    client = KubeClient(kube_config.from_kubeconfig(double.kubeconfig), timeout=5.0)
+    try:
+        await client.create(SLICES, shared)
+    finally:
+        await client.close()
+
+    def served() -> bool:
+        verdict = _verdict(view, "ghost")
+        return verdict.score is not None and verdict.devices[0].startswith("gpu.nvidia.com/fabric/")
+
+    await eventually(served)
