@@ -312,3 +312,47 @@ async def test_shares_of_one_device_are_given_until_its_capacity_is_used_up(clus
     assert len({r["shareID"] for r in results}) == 2
     (left,) = [d for d in decisions.values() if d.outcome != "scheduled"]
     assert left.outcome == "unschedulable"
+
+
+@pytest.mark.parametrize(("git_version", "device", "copies_tolerations", "copies_binding"), [
+    ("v1.37.2", "gpu-0", True, True),  # taints and binding conditions on: the tolerated, binding device first
+    ("v1.36.3", "gpu-0", True, True),
+    ("v1.35.4", "gpu-1", True, False),  # both gates off: gpu-0 is not selectable; incubating copies tolerations
+    ("v1.34.4", "gpu-1", False, False),  # no 0.34 implementation copies tolerations
+])
+async def test_allocation_results_carry_what_the_versions_allocator_copies(
+        cluster: Cluster, git_version: str, device: str, copies_tolerations: bool, copies_binding: bool) -> None:
+    """Each DeviceRequestAllocationResult gets the request's tolerations and the device's binding conditions where
+    that version's allocator copies them (allocator.Features.results_carry_*; tests/dra/allocator_oracle compares
+    the same fields with the upstream allocator of each version)."""
+    from gpuclaim.double.apiserver.app import SETTINGS
+
+    _shared_gpu_node(cluster.store)
+    binding = {"bindingConditions": ["IsPrepared"], "bindingFailureConditions": ["PrepareFailed"]}
+    cluster.store.restore({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                           "metadata": {"name": "shared-gpus"},
+                           "spec": {"driver": "gpu.nvidia.com", "nodeName": "shared-node",
+                                    "pool": {"name": "shared-node", "generation": 1, "resourceSliceCount": 1},
+                                    "devices": [{"name": "gpu-0", "taints": [{"key": "k0", "effect": "NoSchedule"}],
+                                                 **binding},
+                                                {"name": "gpu-1"}]}})
+    cluster.double.app[SETTINGS].git_version = git_version
+    tolerations = [{"key": "k0", "operator": "Exists", "effect": "NoSchedule"}]
+    await submit(cluster, "one", {"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "tolerations": tolerations}}]}})
+    scheduler = Scheduler(cluster.client)
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert decision.outcome == "scheduled"
+    (result,) = decision.devices["gpu"]
+    expected: dict[str, Any] = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "shared-node", "device": device}
+    if copies_tolerations:
+        expected["tolerations"] = tolerations
+    if copies_binding:
+        expected.update(binding)
+    assert result == expected
+    pod = await cluster.client.get(f"{PODS}/one")
+    claim = await cluster.client.get(f"{CLAIMS}/{pod['status']['resourceClaimStatuses'][0]['resourceClaimName']}")
+    assert claim["status"]["allocation"]["devices"]["results"] == [expected]
+    assert_valid(claim)
+
