@@ -65,6 +65,9 @@ func patch(req *request) reply {
 	}
 	client := fake.NewSimpleClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
+	classes := factory.Resource().V1().DeviceClasses().Informer()
+	slices := factory.Resource().V1().ResourceSlices().Informer()
+	rules := factory.Resource().V1alpha3().DeviceTaintRules().Informer()
 	t, err := tracker.StartTracker(ctx, tracker.Options{
 		EnableDeviceTaints: true,
 		SliceInformer:      factory.Resource().V1().ResourceSlices(),
@@ -74,12 +77,26 @@ func patch(req *request) reply {
 	if err != nil {
 		return reply{Status: "error", Error: err.Error()}
 	}
-	// Shutdown waits for the informers, which stop only when ctx is done: cancel first (defers run last in, first out).
-	defer factory.Shutdown()
-	defer cancel()
 	defer t.Stop()
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	// One informer after the other: classes, slices, then rules. The tracker's handlers of different
+	// informers run concurrently and each writes the patched slice it computed, so a slice's own add
+	// could overwrite what a rule's add computed a moment later; in a cluster the next event heals it,
+	// here the answer must be the settled state.
+	for _, inf := range []cache.SharedIndexInformer{classes, slices, rules} {
+		go inf.Run(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return reply{Status: "error", Error: "an informer did not sync"}
+		}
+		if inf == slices { // and the tracker has handled every slice's add before any rule arrives
+			handled := func() bool {
+				patched, _ := t.ListPatchedResourceSlices()
+				return len(patched) == len(req.Slices)
+			}
+			if !cache.WaitForCacheSync(ctx.Done(), handled) {
+				return reply{Status: "error", Error: "the tracker did not take every slice"}
+			}
+		}
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), t.HasSynced) {
 		return reply{Status: "error", Error: "the tracker did not sync"}
 	}
