@@ -89,8 +89,12 @@ class ClassResolver:
 @dataclass(frozen=True, slots=True)
 class _Container:
     index: int
+    name: str
     requests: Mapping[str, Any]  # resource name -> raw quantity
     short_lived: bool  # a non-sidecar init container
+
+
+Mapping_ = dict[str, str]  # one of ``status.extendedResourceClaimStatus.requestMappings``
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,28 +115,46 @@ class Plan:
 
     def spec(self, resources: frozenset[str]) -> dict[str, Any]:
         """The claim spec for ``resources`` (``createRequestsAndMappings``)."""
+        return self.claim(resources)[0]
+
+    def claim(self, resources: frozenset[str]) -> tuple[dict[str, Any], list[Mapping_]]:
+        """The claim spec for ``resources`` and which of its requests serves each container's resource (what
+        kube-scheduler writes to ``status.extendedResourceClaimStatus.requestMappings``), as
+        ``createRequestsAndMappings`` builds both: per resource, the long-lived containers' mappings, then the
+        short-lived ones', whose requests all go by the name of the largest of them."""
         requests: list[dict[str, Any]] = []
+        mappings: list[Mapping_] = []
         for resource in sorted(resources):
             class_name = self.classes[resource]
             long_lived: dict[int, dict[str, Any]] = {}
+            long_maps: list[Mapping_] = []
             for c in self.containers:
                 if not c.short_lived:
-                    request = _request(c, resource, class_name, [])
+                    request, maps = _request(c, resource, class_name, [])
                     if request is not None:
                         long_lived[c.index] = request
+                    long_maps.extend(maps)
             biggest: dict[str, Any] | None = None
+            short_names: set[str] = set()
+            short_maps: list[Mapping_] = []
             for c in self.containers:
                 if c.short_lived:
                     later = [long_lived[i] for i in sorted(long_lived) if i >= c.index]
-                    request = _request(c, resource, class_name, later)
-                    if request is not None and (biggest is None or biggest["exactly"]["count"]
-                                                < request["exactly"]["count"]):
-                        biggest = request
+                    request, maps = _request(c, resource, class_name, later)
+                    if request is not None:
+                        short_names.add(request["name"])
+                        if biggest is None or biggest["exactly"]["count"] < request["exactly"]["count"]:
+                            biggest = request
+                    short_maps.extend(maps)
             if biggest is not None:
                 requests.append(biggest)
+                for m in short_maps:
+                    if m["requestName"] in short_names:
+                        m["requestName"] = biggest["name"]
             requests.extend(long_lived[i] for i in sorted(long_lived))
+            mappings.extend(long_maps + short_maps)
         requests.sort(key=lambda r: r["name"])
-        return {"devices": {"requests": requests}}
+        return {"devices": {"requests": requests}}, mappings
 
 
 def _count(raw: Any) -> int | None:
@@ -146,19 +168,24 @@ def _count(raw: Any) -> int | None:
 
 
 def _request(container: _Container, resource: str, class_name: str, reusable: Sequence[dict[str, Any]]
-             ) -> dict[str, Any] | None:
-    """``createResourceRequestAndMappings``: this container's request for ``resource`` beyond what it reuses."""
+             ) -> tuple[dict[str, Any] | None, list[Mapping_]]:
+    """``createResourceRequestAndMappings``: this container's request for ``resource`` beyond what it reuses, and
+    the mappings of the container's resource to the requests it reuses and to its own."""
     wanted = _count(container.requests.get(resource))
     if not wanted:
-        return None
+        return None, []
+    maps: list[Mapping_] = []
     reused = 0
     for request in reusable:
         reused += request["exactly"]["count"]
+        maps.append({"containerName": container.name, "resourceName": resource, "requestName": request["name"]})
         if reused >= wanted:
-            return None
+            return None, maps
     j = sorted(container.requests).index(resource)
-    return {"name": f"container-{container.index}-request-{j}",
-            "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": wanted - reused}}
+    name = f"container-{container.index}-request-{j}"
+    maps.append({"containerName": container.name, "resourceName": resource, "requestName": name})
+    return {"name": name,
+            "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": wanted - reused}}, maps
 
 
 def _requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -189,7 +216,7 @@ def plan(pod: Mapping[str, Any], resolver: ClassResolver, model: KubernetesModel
     init = [c for c in spec.get("initContainers") or () if isinstance(c, Mapping)]
     regular = [c for c in spec.get("containers") or () if isinstance(c, Mapping)]
     containers = tuple(
-        _Container(i, _requests(c), i < len(init) and c.get("restartPolicy") != "Always")
+        _Container(i, str(c.get("name", "")), _requests(c), i < len(init) and c.get("restartPolicy") != "Always")
         for i, c in enumerate([*init, *regular]))
     classes: dict[str, str] = {}
     for container in containers:

@@ -40,6 +40,7 @@ from gpuclaim.dra import taints as dra_taints
 from gpuclaim.dra.allocator import pools as alloc_pools
 from gpuclaim.dra.api import (
     Device,
+    DeviceClass,
     DeviceID,
     ResourceSlice,
     parse_device_class,
@@ -236,6 +237,7 @@ class FleetIndex:
         self._rules: dict[str, dra_taints.TaintRule] = {}
         self._rule_list: tuple[dra_taints.TaintRule, ...] = ()
         self._classes: dict[str, tuple[str, ...]] = {}  # DeviceClass name -> its CEL selectors
+        self._class_objs: dict[str, DeviceClass] = {}  # 1.34's DeviceTaintRules select by class too
         self._chains: list[tuple[cel.CompiledSelector, ...]] | None = None
         self._nodes: dict[str, NodeEntry] = {}
         self._order: list[str] | None = []
@@ -345,10 +347,12 @@ class FleetIndex:
     def _on_class(self, obj: Obj, deleted: bool) -> None:
         name = self._name(obj)
         before = self._classes.pop(name, None)
+        self._class_objs.pop(name, None)
         if not deleted:
             parsed, _ = parse_device_class(obj)
             if parsed is not None:
                 self._classes[name] = tuple(s.expression for s in parsed.selectors)
+                self._class_objs[name] = parsed
         if self._classes.get(name) != before:
             self._chains = None
             self._all_dirty = True
@@ -458,7 +462,7 @@ class FleetIndex:
         chains = self._job_chains()
         rows = []
         for dev_id, device, slice_ in devices:
-            taint_list = dra_taints.device_taints(slice_, device, self._rule_list, self.kube_model)
+            taint_list = dra_taints.device_taints(slice_, device, self._rule_list, self.kube_model, self._class_objs)
             claims = held.get(dev_id, [])
             state = _state(taint_list, claims)
             parent_uuid = _parent_uuid(device)

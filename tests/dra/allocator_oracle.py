@@ -7,7 +7,8 @@ version: that version's oracle (``oracle.version_name``) and gpuclaim's allocato
 (``dra.allocator.features_for``); ``features`` are named as that version's ``structured.Features`` are.
 
 Comparison: the status (allocated / unsatisfiable / error) must be the same; for an allocation, gpuclaim's
-picks (per claim, in pick order: request, driver, pool, device, adminAccess; and the node selector) must be one
+picks (per claim, in pick order: request, driver, pool, device, adminAccess, share, consumed capacity, the copied
+tolerations and binding conditions; and the node selector) must be one
 of the outcomes upstream produces. Upstream visits pools in Go map order (pools_experimental.go:55), which
 varies between calls, so with several pools the oracle is asked for every distinct outcome of many calls; with
 at most 8 pools the order is a rotation of the order in which pools first appear in the slice list, and the
@@ -136,11 +137,15 @@ def canonical_gpuclaim(outcome: AllocationOutcome) -> Canonical:
 
 def _device_key(d: Mapping[str, Any]) -> tuple[Any, ...]:
     """A result as compared: whether it is a share (upstream's shareID is a random UUID, so only its presence
-    counts) and what it consumes, by value."""
+    counts), what it consumes, by value, and the copies the allocator makes: the request's tolerations and the
+    device's binding conditions (absent and empty are the same, as Go's omitempty writes them)."""
     consumed = tuple(sorted((name, str(parse_quantity(str(q)).value))
                             for name, q in (d.get("consumedCapacity") or {}).items()))  # fmt: skip
+    tolerations = tuple(json.dumps({k: v for k, v in t.items() if v not in (None, "")}, sort_keys=True)
+                        for t in d.get("tolerations") or ())  # fmt: skip
     return (d["request"], d["driver"], d["pool"], d["device"], bool(d.get("adminAccess") or False),
-            d.get("shareID") is not None, consumed)  # fmt: skip
+            d.get("shareID") is not None, consumed, tolerations, tuple(d.get("bindingConditions") or ()),
+            tuple(d.get("bindingFailureConditions") or ()))  # fmt: skip
 
 
 def _selector_key(selector: Mapping[str, Any] | None) -> str | None:

@@ -5,7 +5,8 @@ Every scenario is a set of objects the 1.34 apiserver accepts (gpuclaim's parser
 drivers, pools and slices per pool, pool generations (obsolete slices) and incomplete pools, duplicate device
 names (an invalid pool), slices on a node / on all nodes / by node selector (In, NotIn, Exists, DoesNotExist,
 Gt, Lt on labels whose values Go's strconv.ParseInt may refuse, matchFields on metadata.name), devices with and
-without attributes and capacity (so selectors hit runtime errors), devices with bindingConditions, classes and
+without attributes and capacity (so selectors hit runtime errors), devices with bindingConditions and taints
+(requests with tolerations), classes and
 requests with CEL selectors over attributes and capacity, ExactCount and All, firstAvailable, adminAccess,
 matchAttribute and distinctAttribute (per request list or claim-wide, attributes of one driver or shared across
 drivers), devices already allocated, shared devices (allowMultipleAllocations, capacities with request policies:
@@ -69,7 +70,8 @@ def rare(draw: st.DrawFn, percent: int) -> bool:
 
 
 @st.composite
-def devices(draw: st.DrawFn, driver: str, prefix: str) -> list[dict[str, Any]]:
+def devices(draw: st.DrawFn, driver: str, prefix: str, version: str = "1.34") -> list[dict[str, Any]]:
+    effects = TAINT_EFFECTS if version == "1.34" else (*TAINT_EFFECTS, "None")  # "None" is new in 1.35
     out = []
     names = draw(st.lists(st.integers(0, 7), min_size=0, max_size=5, unique=True))
     for n in names:
@@ -93,12 +95,34 @@ def devices(draw: st.DrawFn, driver: str, prefix: str) -> list[dict[str, Any]]:
             attrs[SHARED] = {"string": draw(st.sampled_from(["pci-0", "pci-1"]))}
         if attrs:
             device["attributes"] = attrs
+        if rare(draw, 8):  # DRADeviceTaints: excludes the device from requests that do not tolerate it
+            device["taints"] = [{"key": draw(st.sampled_from(TAINT_KEYS)), "effect": draw(st.sampled_from(effects))}]
         if rare(draw, 6):
             device["bindingConditions"] = ["IsPrepared"]
             device["bindingFailureConditions"] = ["BindingFailed"]
             if draw(st.booleans()):
                 device["bindsToNode"] = True
         out.append(device)
+    return out
+
+
+TAINT_KEYS = ("k0", "k1")
+TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@st.composite
+def tolerations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """One or two tolerations of the taints ``devices`` draws (or of none of them)."""
+    out = []
+    for _ in range(draw(st.integers(1, 2))):
+        t: dict[str, Any] = {"operator": draw(st.sampled_from(["Exists", "Equal"]))}
+        if t["operator"] == "Equal" or draw(st.booleans()):
+            t["key"] = draw(st.sampled_from(TAINT_KEYS))
+        if t["operator"] == "Equal":
+            t["value"] = ""
+        if draw(st.booleans()):
+            t["effect"] = draw(st.sampled_from(TAINT_EFFECTS))
+        out.append(t)
     return out
 
 
@@ -149,7 +173,7 @@ def node_selectors(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
-def pools(draw: st.DrawFn, driver: str, index: int, node: str) -> list[dict[str, Any]]:
+def pools(draw: st.DrawFn, driver: str, index: int, node: str, version: str = "1.34") -> list[dict[str, Any]]:
     """The slices of one pool: the newest generation (maybe incomplete) and maybe obsolete older ones."""
     name = f"pool-{index}"
     where_kind = draw(st.sampled_from(["node", "node", "all", "selector"]))
@@ -165,12 +189,12 @@ def pools(draw: st.DrawFn, driver: str, index: int, node: str) -> list[dict[str,
     slices = []
     if generation > 1 and draw(st.booleans()):
         slices.append(_slice(driver, name, generation - 1, count, f"old-{index}", where,
-                             draw(devices(driver, "old-"))))  # fmt: skip
+                             draw(devices(driver, "old-", version))))  # fmt: skip
     for k in range(present):
         # the same name prefix in two slices of a pool may repeat a device name: the pool is invalid
         prefix = "d0-" if k and rare(draw, 15) else f"d{k}-"
         slices.append(_slice(driver, name, generation, count, f"s{index}-{k}", where,
-                             draw(devices(driver, prefix))))  # fmt: skip
+                             draw(devices(driver, prefix, version))))  # fmt: skip
     return slices
 
 
@@ -194,6 +218,8 @@ def exact_request(draw: st.DrawFn, sub: bool) -> dict[str, Any]:
         body["selectors"] = [{"cel": {"expression": draw(st.sampled_from(SELECTORS[CLASS_DRIVER[klass]]))}}]
     if not sub and rare(draw, 8):
         body["adminAccess"] = True
+    if rare(draw, 15):  # copied into each result by the versions whose allocator does (allocator_oracle)
+        body["tolerations"] = draw(tolerations())
     if rare(draw, 30):  # DRAConsumableCapacity: capacity requests (a name a device lacks makes it not fit)
         wanted = {draw(st.sampled_from(["memory", "memory", "cores", f"{GPU}/memory"])):
                   draw(st.sampled_from(CAPACITY_REQUESTS)) for _ in range(draw(st.integers(1, 2)))}  # fmt: skip
@@ -256,7 +282,7 @@ def scenarios(draw: st.DrawFn, version: str = "1.34") -> dict[str, Any]:
         labels["rank"] = draw(st.sampled_from(RANK_VALUES))
     slices: list[dict[str, Any]] = []
     for i in range(0 if rare(draw, 3) else draw(st.integers(1, 4))):
-        slices.extend(draw(pools(draw(st.sampled_from([GPU, GPU, NIC])), i, node_name)))
+        slices.extend(draw(pools(draw(st.sampled_from([GPU, GPU, NIC])), i, node_name, version)))
     slices.sort(key=lambda s: (s["spec"]["driver"], s["spec"]["pool"]["name"]))
     ids = [f"{s['spec']['driver']}/{s['spec']['pool']['name']}/{d['name']}"
            for s in slices for d in s["spec"]["devices"]]  # fmt: skip

@@ -312,3 +312,140 @@ async def test_shares_of_one_device_are_given_until_its_capacity_is_used_up(clus
     assert len({r["shareID"] for r in results}) == 2
     (left,) = [d for d in decisions.values() if d.outcome != "scheduled"]
     assert left.outcome == "unschedulable"
+
+
+@pytest.mark.parametrize(("git_version", "device", "copies_tolerations", "copies_binding"), [
+    ("v1.37.2", "gpu-0", True, True),  # taints and binding conditions on: the tolerated, binding device first
+    ("v1.36.3", "gpu-0", True, True),
+    ("v1.35.4", "gpu-1", True, False),  # both gates off: gpu-0 is not selectable; incubating copies tolerations
+    ("v1.34.4", "gpu-1", False, False),  # no 0.34 implementation copies tolerations
+])
+async def test_allocation_results_carry_what_the_versions_allocator_copies(
+        cluster: Cluster, git_version: str, device: str, copies_tolerations: bool, copies_binding: bool) -> None:
+    """Each DeviceRequestAllocationResult gets the request's tolerations and the device's binding conditions where
+    that version's allocator copies them (allocator.Features.results_carry_*; tests/dra/allocator_oracle compares
+    the same fields with the upstream allocator of each version)."""
+    from gpuclaim.double.apiserver.app import SETTINGS
+
+    _shared_gpu_node(cluster.store)
+    binding = {"bindingConditions": ["IsPrepared"], "bindingFailureConditions": ["PrepareFailed"]}
+    cluster.store.restore({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                           "metadata": {"name": "shared-gpus"},
+                           "spec": {"driver": "gpu.nvidia.com", "nodeName": "shared-node",
+                                    "pool": {"name": "shared-node", "generation": 1, "resourceSliceCount": 1},
+                                    "devices": [{"name": "gpu-0", "taints": [{"key": "k0", "effect": "NoSchedule"}],
+                                                 **binding},
+                                                {"name": "gpu-1"}]}})
+    cluster.double.app[SETTINGS].git_version = git_version
+    tolerations = [{"key": "k0", "operator": "Exists", "effect": "NoSchedule"}]
+    await submit(cluster, "one", {"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "tolerations": tolerations}}]}})
+    scheduler = Scheduler(cluster.client)
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert decision.outcome == "scheduled"
+    (result,) = decision.devices["gpu"]
+    expected: dict[str, Any] = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "shared-node", "device": device}
+    if copies_tolerations:
+        expected["tolerations"] = tolerations
+    if copies_binding:
+        expected.update(binding)
+    assert result == expected
+    pod = await cluster.client.get(f"{PODS}/one")
+    claim = await cluster.client.get(f"{CLAIMS}/{pod['status']['resourceClaimStatuses'][0]['resourceClaimName']}")
+    assert claim["status"]["allocation"]["devices"]["results"] == [expected]
+    assert_valid(claim)
+
+
+def legacy_pod(name: str, gpus: int, **spec: Any) -> dict[str, Any]:
+    """A pod that kept its device-plugin limit (the webhook was down, or its namespace opted out)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "main", "image": "cuda",
+                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}], **spec}}
+
+
+@pytest.mark.parametrize("git_version", ["v1.37.2", "v1.36.3"])
+async def test_an_unconverted_gpu_pod_gets_the_schedulers_own_claim(fleet: Cluster, git_version: str) -> None:
+    """KEP-5004 where DRAExtendedResource is on by default (1.36 beta, 1.37 GA): the double makes the claim the real
+    scheduler makes (tests/realkube/test_realkube_extended.py sees it on 1.37): `<pod>-extended-resources-*`, owned
+    by the pod, one ExactCount request per container, allocated and reserved, named in the pod's status."""
+    from gpuclaim.double.apiserver.app import SETTINGS
+
+    fleet.double.app[SETTINGS].git_version = git_version
+    await hold(fleet, P5_A, 8)
+    await hold(fleet, P5_B, 8)
+    await fleet.client.create(PODS, legacy_pod("two", 2))
+    scheduler = Scheduler(fleet.client)
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert (decision.outcome, decision.node) == ("scheduled", P4D), decision.message
+    pod = await fleet.client.get(f"{PODS}/two")
+    status = pod["status"]["extendedResourceClaimStatus"]
+    name = status["resourceClaimName"]
+    assert name.startswith("two-extended-resources-")
+    assert status["requestMappings"] == [{"containerName": "main", "resourceName": "nvidia.com/gpu",
+                                          "requestName": "container-0-request-0"}]
+    claim = await fleet.client.get(f"{CLAIMS}/{name}")
+    assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert claim["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "two",
+                                                     "uid": pod["metadata"]["uid"], "controller": True}]
+    assert claim["spec"]["devices"]["requests"] == [{"name": "container-0-request-0", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2}}]
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert len(results) == 2 and {r["request"] for r in results} == {"container-0-request-0"}
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "two", "uid": pod["metadata"]["uid"]}]
+    assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
+    assert_valid(claim)
+    assert_valid(pod)
+    # the devices it took are taken: a second pod of 8 finds no node
+    await fleet.client.create(PODS, legacy_pod("eight", 8))
+    scheduler = Scheduler(fleet.client)
+    (late,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert late.outcome == "unschedulable" and late.message == "0/3 nodes are available: 3 cannot allocate all claims."
+
+
+async def test_on_1_35_an_unconverted_gpu_pod_stays_pending_without_device_plugin_capacity(fleet: Cluster) -> None:
+    """DRAExtendedResource is alpha and off in 1.35: NodeResourcesFit finds no nvidia.com/gpu anywhere, as the real
+    1.35 control plane says (reference: 'Insufficient nvidia.com/gpu'), and no claim is made."""
+    from gpuclaim.double.apiserver.app import SETTINGS
+
+    fleet.double.app[SETTINGS].git_version = "v1.35.4"
+    await fleet.client.create(PODS, legacy_pod("two", 2))
+    scheduler = Scheduler(fleet.client)
+    (decision,) = await scheduler.schedule_pending()
+    await scheduler.close()
+    assert decision.outcome == "unschedulable"
+    assert decision.message == "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    pod = await fleet.client.get(f"{PODS}/two")
+    assert "extendedResourceClaimStatus" not in (pod.get("status") or {})
+    assert (await fleet.client.list(CLAIMS))["items"] == []
+
+
+@pytest.mark.parametrize("git_version", ["v1.37.2", "v1.35.4"])
+async def test_a_node_with_device_plugin_capacity_serves_the_pod_without_a_claim(
+        fleet: Cluster, git_version: str) -> None:
+    """Per node: allocatable > 0 keeps the device plugin (every version), counted against what bound pods use."""
+    from gpuclaim.double.apiserver.app import SETTINGS
+
+    fleet.double.app[SETTINGS].git_version = git_version
+    await hold(fleet, P5_A, 8)
+    await hold(fleet, P5_B, 8)
+    await hold(fleet, P4D, 8)  # no DRA device left anywhere
+    fleet.store.restore({"apiVersion": "v1", "kind": "Node",
+                         "metadata": {"name": "plugin-node", "labels": {"kubernetes.io/hostname": "plugin-node"}},
+                         "status": {"allocatable": {"nvidia.com/gpu": "4"}}})
+    for name in ("a", "b"):
+        await fleet.client.create(PODS, legacy_pod(name, 3))
+    scheduler = Scheduler(fleet.client)
+    decisions = {d.name: d for d in await scheduler.schedule_pending()}
+    await scheduler.close()
+    placed = [d for d in decisions.values() if d.outcome == "scheduled"]
+    assert [d.node for d in placed] == ["plugin-node"] and placed[0].devices == {}
+    (left,) = [d for d in decisions.values() if d.outcome != "scheduled"]
+    # 3 of 4 used: the device plugin cannot give 3 more; the DRA nodes have no free device (1.37) or no
+    # nvidia.com/gpu at all (1.35)
+    dra_reason = "cannot allocate all claims" if git_version == "v1.37.2" else "Insufficient nvidia.com/gpu"
+    assert left.reasons == {"plugin-node": "Insufficient nvidia.com/gpu", P4D: dra_reason, P5_A: dra_reason,
+                            P5_B: dra_reason}
+    assert not [c for c in (await fleet.client.list(CLAIMS))["items"] if c["metadata"].get("annotations")]

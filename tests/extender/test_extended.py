@@ -112,6 +112,41 @@ def test_an_init_container_reuses_a_later_sidecars_devices() -> None:
                                        ("container-3-request-0", "class", 1)]
 
 
+# ---- upstream's own table (… Test_createRequestsAndMappings_mappings): status.extendedResourceClaimStatus -------
+
+def mappings_of(p: dict[str, Any], res: extended.ClassResolver) -> list[tuple[str, str, str]]:
+    """(requestName, containerName, resourceName), sorted as upstream's test sorts them."""
+    plan = extended.plan(p, res, V37)
+    assert plan is not None
+    _, maps = plan.claim(frozenset(plan.classes))
+    return sorted((m["requestName"], m["containerName"], m["resourceName"]) for m in maps)
+
+
+def test_mappings_of_two_containers() -> None:
+    p = pod([container("con0", {EXT: "1"}), container("con1", {EXT + "1": "2"})])
+    assert mappings_of(p, classes()) == [("container-0-request-0", "con0", EXT),
+                                         ("container-1-request-0", "con1", EXT + "1")]
+
+
+def test_mappings_of_two_init_containers_name_the_largest_request() -> None:
+    p = pod([container("con0", {EXT: "1"})],
+            init=[container("init-con0", {EXT + "init": "1"}), container("init-con1", {EXT + "init": "2"})])
+    assert mappings_of(p, classes()) == [("container-1-request-0", "init-con0", EXT + "init"),
+                                         ("container-1-request-0", "init-con1", EXT + "init"),
+                                         ("container-2-request-0", "con0", EXT)]
+
+
+def test_mappings_of_an_init_container_reusing_a_sidecars_request() -> None:
+    p = pod([container("con0", {EXT: "1"})],
+            init=[container("init-con0", {EXT + "init": "1"}),
+                  container("sidecar-con1", {EXT + "init": "1"}, sidecar=True),
+                  container("init-con2", {EXT + "init": "2"})])
+    assert mappings_of(p, classes()) == [("container-1-request-0", "init-con0", EXT + "init"),
+                                         ("container-1-request-0", "sidecar-con1", EXT + "init"),
+                                         ("container-2-request-0", "init-con2", EXT + "init"),
+                                         ("container-3-request-0", "con0", EXT)]
+
+
 # ---- gpuclaim's own cases -----------------------------------------------------------------------------------
 
 def test_request_index_counts_every_sorted_request_and_limits_default_requests() -> None:

@@ -194,12 +194,51 @@ def claim_objects(draw: st.DrawFn) -> dict[str, Any]:
                  draw(st.sampled_from([None, "pod-0", "pod-1"])))
 
 
+CLASS_SELECTORS = (f"device.driver == '{DRIVER}'", "false", f"device.attributes['{DRIVER}'].type == 'gpu'")
+MODEL_134_TAINTS = versions.model_for("1.34", feature_gates={"DRADeviceTaints": True})
+
+
+def device_class(name: str, expression: str) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+
+
+def class_rule(name: str, class_name: str, device: str | None) -> dict[str, Any]:
+    """A 1.34 (v1alpha3) DeviceTaintRule selecting by class: later versions dropped the field."""
+    selector: dict[str, Any] = {"deviceClassName": class_name}
+    if device is not None:
+        selector["device"] = device
+    return {"apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceTaintRule", "metadata": {"name": name},
+            "spec": {"deviceSelector": selector, "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"}}}
+
+
+def test_a_1_34_rule_by_device_class_takes_the_device_out_of_the_free_room() -> None:
+    """1.34's slice tracker taints the devices a rule's class selects (dra/taints.py): they are not free, and no
+    tight job counts them, exactly like a rule by device name. A class that does not exist, or whose selectors
+    are false for the device, taints nothing."""
+    devices = [gpu("gpu-0", "pci-a"), gpu("gpu-1", "pci-a"), gpu("gpu-2", "pci-b"), gpu("gpu-3", "pci-b")]
+    classes = [device_class("gpu.nvidia.com", f"device.driver == '{DRIVER}'"),
+               device_class("h100", "device.attributes['gpu.nvidia.com'].productName.contains('H100')")]
+    rules = [class_rule("maint", "gpu.nvidia.com", "gpu-1"), class_rule("other", "h100", None),
+             class_rule("gone", "no-such-class", "gpu-2")]
+    fleet = model.build_fleet(slices=[slice_("n-0", devices)], nodes=[node("n-0")], classes=classes,
+                              taint_rules=rules, config=CONFIG, model=MODEL_134_TAINTS)
+    assert states(fleet)[("n-0", "gpu-1")] == "tainted"
+    assert fleet["summary"]["devices"]["free"] == 3 and fleet["summary"]["devices"]["tainted"] == 1
+    assert fleet["summary"]["tightFits"] == {"1": 3, "2": 1, "4": 0, "8": 0}  # only pci-b keeps a pair
+
+
 EVENTS = st.one_of(
     st.tuples(st.just("ResourceSlice"), slice_objects()),
     st.tuples(st.just("ResourceClaim"), claim_objects()),
     st.tuples(st.just("Node"), st.builds(node, st.sampled_from(NODES), st.sampled_from(["A100", "H100"]))),
     st.tuples(st.just("DeviceTaintRule"), st.builds(rule, st.sampled_from(["r0", "r1"]),
                                                      st.sampled_from(["gpu-0", "gpu-1"]))),
+    st.tuples(st.just("DeviceTaintRule"), st.builds(class_rule, st.sampled_from(["r1", "r2"]),
+                                                     st.sampled_from(["gpu.nvidia.com", "a100"]),
+                                                     st.sampled_from([None, "gpu-2"]))),
+    st.tuples(st.just("DeviceClass"), st.builds(device_class, st.sampled_from(["gpu.nvidia.com", "a100"]),
+                                                 st.sampled_from(CLASS_SELECTORS))),
 )
 
 
@@ -210,9 +249,11 @@ def _key(kind: str, obj: dict[str, Any]) -> tuple[str, str, str]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(EVENTS, st.booleans(), st.booleans()), max_size=30),
-       st.sampled_from([model.CLUSTER, model.Scope(False, frozenset({"team-a"}))]))
-def test_incremental_index_equals_a_build_from_scratch(events: list[Any], scope: model.Scope) -> None:
-    index = model.FleetIndex(CONFIG, model=MODEL)
+       st.sampled_from([model.CLUSTER, model.Scope(False, frozenset({"team-a"}))]),
+       st.sampled_from([MODEL, MODEL_134_TAINTS]))
+def test_incremental_index_equals_a_build_from_scratch(events: list[Any], scope: model.Scope,
+                                                       kube: versions.KubernetesModel) -> None:
+    index = model.FleetIndex(CONFIG, model=kube)
     world: dict[tuple[str, str, str], tuple[str, dict[str, Any]]] = {}
     last_revision = index.revision
     for (kind, obj), delete, read in events:
@@ -229,12 +270,12 @@ def test_incremental_index_equals_a_build_from_scratch(events: list[Any], scope:
             assert index.snapshot(scope) == before  # nothing changed, nothing recomputed differently
             assert index.revision == last_revision
     by_kind: dict[str, list[dict[str, Any]]] = {"ResourceSlice": [], "ResourceClaim": [], "Node": [],
-                                                 "DeviceTaintRule": []}
+                                                 "DeviceTaintRule": [], "DeviceClass": []}
     for kind, obj in world.values():
         by_kind[kind].append(obj)
     scratch = model.build_fleet(slices=by_kind["ResourceSlice"], claims=by_kind["ResourceClaim"],
-                                nodes=by_kind["Node"], taint_rules=by_kind["DeviceTaintRule"], config=CONFIG,
-                                model=MODEL, scope=scope)
+                                nodes=by_kind["Node"], taint_rules=by_kind["DeviceTaintRule"],
+                                classes=by_kind["DeviceClass"], config=CONFIG, model=kube, scope=scope)
     incremental = index.snapshot_dict(scope)
     scratch.pop("revision")
     incremental.pop("revision")

@@ -63,6 +63,18 @@ def test_an_unconverted_gpu_pod_gets_topology_scores_from_the_extender(kube: Kub
                            for r in claim["status"]["allocation"]["devices"]["results"])
         assert len(allocated) == 2 and {r["request"] for r in claim["status"]["allocation"]["devices"]["results"]} \
             == {"container-0-request-0"}
+        # the claim's shape, which the scheduler double makes the same way (tests/e2e/test_scheduler.py
+        # test_an_unconverted_gpu_pod_gets_the_schedulers_own_claim asserts these same fields on the double)
+        assert claim["metadata"]["name"].startswith("two-extended-resources-")
+        assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+        assert [(o["kind"], o["name"], o.get("controller")) for o in claim["metadata"]["ownerReferences"]] == [
+            ("Pod", "two", True)]
+        assert claim["spec"]["devices"]["requests"] == [{"name": "container-0-request-0", "exactly": {
+            "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2}}]
+        status = kube.api.get(f"{collection('Pod', ns)}/two")["status"]["extendedResourceClaimStatus"]
+        assert status == {"requestMappings": [{"containerName": "main", "resourceName": "nvidia.com/gpu",
+                                               "requestName": "container-0-request-0"}],
+                          "resourceClaimName": claim["metadata"]["name"]}
         # the extender was called for this pod and scored it as a pod with a claim
         after = _extender_metrics(kube)
         assert after.get(("pods_total", "with"), 0) > before.get(("pods_total", "with"), 0)

@@ -6,10 +6,12 @@
     await scheduler.close()
 
 Per pod: PreEnqueue/PreFilter (its claims exist), Filter on every node (NodeAffinity's nodeSelector and
-required node affinity, then DynamicResources = `dra.allocator`), extender filters one after the other on the
-survivors, then, with more than one feasible node, extender prioritize; Reserve/PreBind write each new claim's
-`status.allocation` and `reservedFor` (after the `resource.kubernetes.io/delete-protection` finalizer), and the
-pod is bound by setting `spec.nodeName` (the double serves no `pods/binding` subresource).
+required node affinity, NodeResourcesFit for extended resources, then DynamicResources = `dra.allocator`, with
+the scheduler's own KEP-5004 claim where the version makes one: `extended`), extender filters one after the
+other on the survivors, then, with more than one feasible node, extender prioritize; Reserve/PreBind write each
+new claim's `status.allocation` and `reservedFor` (after the `resource.kubernetes.io/delete-protection`
+finalizer), create the scheduler's own claim and name it in the pod's `status.extendedResourceClaimStatus`, and
+the pod is bound by setting `spec.nodeName` (the double serves no `pods/binding` subresource).
 
 Scores: kube-scheduler's in-tree Score plugins (NodeResourcesFit, BalancedAllocation, ImageLocality...) are not
 modelled: the in-tree baseline is 0 on every node, and DRA has no Score in 1.34. Each extender adds
@@ -32,7 +34,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from gpuclaim.double.scheduler import dra
+from gpuclaim.double.scheduler import dra, extended
 from gpuclaim.double.scheduler.extenders import (
     MAX_EXTENDER_PRIORITY,
     MAX_NODE_SCORE,
@@ -40,7 +42,7 @@ from gpuclaim.double.scheduler.extenders import (
     ExtenderError,
     HTTPExtender,
 )
-from gpuclaim.dra import taints, versions
+from gpuclaim.dra import allocator, taints, versions
 from gpuclaim.kube.client import ApiError, ApiUnavailable, KubeClient, resource_path
 
 Obj = dict[str, Any]
@@ -129,7 +131,7 @@ class Scheduler:
             items(f"{_RESOURCE}/deviceclasses"), items(f"{_RESOURCE}/resourceslices"), rules(model))
         nodes.sort(key=lambda n: n["metadata"]["name"])
         return pods, dra.Snapshot.build(claims=claims, classes=classes, slices=slices, nodes=nodes, model=model,
-                                        taint_rules=taint_rules)
+                                        taint_rules=taint_rules, pods=pods)
 
     async def _model(self) -> versions.KubernetesModel:
         """The version kube-scheduler runs is the control plane's: its /version (the newest when unreadable)."""
@@ -274,6 +276,31 @@ class Scheduler:
             devices[pod_claim] = list(status["allocation"]["devices"]["results"])
             if allocation is not None:  # the next pod of this pass must not get the same devices
                 snapshot.record(allocation)
+        if fit.extended is not None and fit.extended.allocation is not None:
+            devices[extended.CLAIM_KEY] = await self._bind_extended(pod, fit.extended, fit.extended.allocation,
+                                                                    consumer, snapshot)
         await self.client.patch(f"/api/v1/namespaces/{ns}/pods/{meta['name']}", {"spec": {"nodeName": node}})
+        snapshot.used.setdefault(node, collections.Counter()).update(claims.wanted)
         return devices
+
+    async def _bind_extended(self, pod: Obj, claim: dra.ExtendedClaim, allocation: allocator.ClaimAllocation,
+                             consumer: Obj, snapshot: dra.Snapshot) -> list[Obj]:
+        """KEP-5004's PreBind: create the scheduler's own claim, allocate and reserve it, and name it in the pod's
+        ``status.extendedResourceClaimStatus``."""
+        meta = pod["metadata"]
+        ns = meta.get("namespace", "")
+        body = extended.claim_object(pod, claim.spec)
+        body["metadata"]["finalizers"] = [DELETE_PROTECTION]
+        created = await self.client.create(f"{_RESOURCE}/namespaces/{ns}/resourceclaims", body)
+        name = created["metadata"]["name"]
+        written = allocation.to_dict()
+        status = {"allocation": written, "reservedFor": [consumer]}
+        updated = await self.client.update(f"{_RESOURCE}/namespaces/{ns}/resourceclaims/{name}/status",
+                                           {**created, "status": status})
+        snapshot.claims[(ns, name)] = updated
+        snapshot.record(allocation)
+        await self.client.patch(f"/api/v1/namespaces/{ns}/pods/{meta['name']}/status",
+                                {"status": {"extendedResourceClaimStatus": {
+                                    "requestMappings": claim.mappings, "resourceClaimName": name}}})
+        return list(written["devices"]["results"])
 

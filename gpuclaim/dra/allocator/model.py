@@ -131,6 +131,20 @@ class Features:
         return facts.BINDING_AND_STATUS in supported or "DRADeviceBindingConditions" in supported
 
     @property
+    def results_carry_tolerations(self) -> bool:
+        """Each result copies its request's (or subrequest's) tolerations, whatever DeviceTaints says: 0.35's
+        incubating and experimental and every implementation from 0.36 (D35/…/incubating/allocator_incubating.go:307,
+        D36/…/stable/allocator_stable.go:307); no 0.34 implementation, nor 0.35's stable, copies them."""
+        return self.minor >= 36 or (self.minor == 35 and self.implementation != "stable")
+
+    @property
+    def results_carry_binding_conditions(self) -> bool:
+        """Each result copies its device's bindingConditions and bindingFailureConditions: the implementations that
+        know binding conditions, with the flag on (0.34: DeviceBinding; 0.35+: DeviceBindingAndStatus;
+        D34/…/experimental/allocator_experimental.go:377-380, D37/…/incubating/allocator_incubating.go:387-390)."""
+        return self.binding_code and self.device_binding and (self.minor == 34 or self.device_status)
+
+    @property
     def capacity_errors_abort(self) -> bool:
         """0.37: a capacity request that cannot be represented (or a negative amount) aborts the allocation, and
         an "All" request checks its devices' capacities alone (D37/…/incubating/allocator_incubating.go:590-605,

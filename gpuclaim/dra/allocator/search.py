@@ -409,13 +409,17 @@ def allocate_on(
         return AllocationOutcome(status="error", error="invalid resource pools were encountered", steps=search.steps)
     if not done:
         return AllocationOutcome(status="unsatisfiable", steps=search.steps)
+    tolerations, binding = features.results_carry_tolerations, features.results_carry_binding_conditions
     out = []
     for index, picks in enumerate(search.results):
         results = tuple(
             AllocatedDevice(request=alt.ref, driver=cand.id.driver, pool=cand.id.pool, device=cand.id.device,
                             admin_access=alt.admin,
                             share_id=None if consumed is None else _share_id(pools.node.name, claims[index], k, cand),
-                            consumed_capacity=consumed or None)
+                            consumed_capacity=consumed or None,
+                            tolerations=alt.request.tolerations if tolerations else (),
+                            binding_conditions=cand.device.binding_conditions if binding else (),
+                            binding_failure_conditions=cand.device.binding_failure_conditions if binding else ())
             for k, (alt, cand, consumed) in enumerate(picks)
         )  # fmt: skip
         out.append(ClaimAllocation(results=results, node_selector=_node_selector(picks, pools.node.name, features)))

@@ -108,6 +108,11 @@ class AllocatedDevice:
     # names as the slice writes them)
     share_id: str | None = None
     consumed_capacity: Mapping[str, Quantity] | None = None
+    # copies the allocator makes where its version does (allocator.Features.results_carry_*): the request's
+    # tolerations (kept raw, as the claim has them) and the device's binding conditions
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
     @property
     def id(self) -> DeviceID:
@@ -121,6 +126,12 @@ class AllocatedDevice:
             out["shareID"] = self.share_id
         if self.consumed_capacity:
             out["consumedCapacity"] = {name: str(q) for name, q in self.consumed_capacity.items()}
+        if self.tolerations:
+            out["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.binding_conditions:
+            out["bindingConditions"] = list(self.binding_conditions)
+        if self.binding_failure_conditions:
+            out["bindingFailureConditions"] = list(self.binding_failure_conditions)
         return out
 
 
@@ -452,6 +463,11 @@ def _parse_status(obj: Mapping[str, Any], spec: DeviceClaim, r: Reader) -> Claim
                     admin_access=bool(r.boolean(raw, "adminAccess", ipath)),
                     share_id=r.string(raw, "shareID", ipath),
                     consumed_capacity=_consumed(raw.get("consumedCapacity"), ipath.child("consumedCapacity"), r),
+                    tolerations=r.objects(raw, "tolerations", ipath, limit=names.DEVICE_TOLERATIONS_MAX_LENGTH),
+                    binding_conditions=r.strings(raw, "bindingConditions", ipath,
+                                                 limit=names.BINDING_CONDITIONS_MAX_SIZE),
+                    binding_failure_conditions=r.strings(raw, "bindingFailureConditions", ipath,
+                                                         limit=names.BINDING_CONDITIONS_MAX_SIZE),
                 )
             )
     node_selector = None

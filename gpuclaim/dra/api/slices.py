@@ -84,6 +84,7 @@ class Device:
     # bindingConditions (alpha DRADeviceBindingConditions): with the gate off (1.34's default) the allocator
     # never selects such a device (allocator_experimental.go:1089, isSelectable)
     binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()  # copied into the allocation result, as binding_conditions
     binds_to_node: bool = False  # an allocation of this device is pinned to the node it was made for
     # every capacity with its request policy, names as written (DRAConsumableCapacity's arithmetic)
     consumable: tuple[DeviceCapacity, ...] = ()
@@ -315,7 +316,9 @@ def _parse_device_extras(raw: Mapping[str, Any], i: int, per_device: bool, r: Re
     binding_conditions = r.strings(raw, "bindingConditions", dpath, limit=names.BINDING_CONDITIONS_MAX_SIZE)
     if binding_conditions:
         extras["binding_conditions"] = binding_conditions
-    r.strings(raw, "bindingFailureConditions", dpath, limit=names.BINDING_CONDITIONS_MAX_SIZE)
+    failure_conditions = r.strings(raw, "bindingFailureConditions", dpath, limit=names.BINDING_CONDITIONS_MAX_SIZE)
+    if failure_conditions:
+        extras["binding_failure_conditions"] = failure_conditions
     amm = r.boolean(raw, "allowMultipleAllocations", dpath)
     if amm:
         extras["allow_multiple_allocations"] = True
