@@ -266,7 +266,7 @@ def compile_uncached(expression: str, *, mode: Mode = "new", any_result: bool = 
         if "!=" in expression:
             hint = "'!=' on quantities is estimated at the maximum cost; write !(a == b) or a.compareTo(b) != 0"
         raise CelCompileError("too complex, exceeds cost limit", kind="too_complex", cost=estimated, hint=hint)
-    fn = compile_checked(checked, track_cost=estimated > MAX_COST)
+    fn = compile_checked(checked, track_cost=estimated > MAX_COST, cel_go=env.cel_go)
     return CompiledSelector(expression, env, fn, estimated, estimated > MAX_COST, reads.analyse(checked.expr), out)
 
 

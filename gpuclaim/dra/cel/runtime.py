@@ -31,9 +31,9 @@ from gpuclaim.dra.cel.values import (
     TypeValue,
     check_int,
     compare,
-    contains_key,
     equals,
     fail,
+    go_text,
     lookup,
     no_overload,
 )
@@ -52,14 +52,16 @@ class _Deferred:
         self.error = error
 
 
-def compile_checked(checked: Checked, *, track_cost: bool) -> Fn:
-    return _Compiler(checked, track_cost).build(checked.expr)
+def compile_checked(checked: Checked, *, track_cost: bool, cel_go: int = 26) -> Fn:
+    """``cel_go``: the cel-go minor whose interpreter to follow where releases differ (``Environment.cel_go``)."""
+    return _Compiler(checked, track_cost, cel_go).build(checked.expr)
 
 
 class _Compiler:
-    def __init__(self, checked: Checked, track_cost: bool) -> None:
+    def __init__(self, checked: Checked, track_cost: bool, cel_go: int) -> None:
         self.c = checked
         self.track = track_cost
+        self.cel_go = cel_go
         self.binds: set[str] = set()
 
     def build(self, e: ast.Expr) -> Fn:
@@ -104,11 +106,9 @@ class _Compiler:
                         v = o(env)
                         if type(v) is DomainMap:
                             return True  # upstream's mapper finds every domain (an unknown one is empty)
-                        if isinstance(v, Mapping):
-                            return contains_key(v, field)
                         if type(v) is RuntimeDevice:
                             return True
-                        no_overload()
+                        return ops.has_field(v, field)
 
                     return has
                 if self.c.type_of(e.operand) == t.DEVICE:
@@ -126,7 +126,7 @@ class _Compiler:
                             if not is_opt:
                                 out.append(v)
                             elif type(v) is not Optional:
-                                no_overload()
+                                fail(f"cannot initialize optional list element from non-optional value {go_text(v)}")
                             elif v.present:
                                 out.append(v.value)
                         return out
@@ -147,7 +147,8 @@ class _Compiler:
                         v = vf(env)
                         if is_opt:
                             if type(v) is not Optional:
-                                no_overload()
+                                fail(f"cannot initialize optional entry '{go_text(k)}' from non-optional value "
+                                     f"{go_text(v)}")
                             if not v.present:
                                 out.pop(k, None)  # cel-go deletes the key (evalMap.Eval)
                                 continue
@@ -271,19 +272,22 @@ class _Compiler:
             a, field = args[0], e.args[1].value  # type: ignore[union-attr]
             return lambda env: ops.optional_select(a(env), field)  # type: ignore[arg-type]
         if fn in ("or", "orValue") and e.target is not None and len(args) == 1:
-            # cel-go evaluates optional or/orValue lazily: the alternative only when the optional is empty
+            # cel-go evaluates optional or/orValue lazily (cel/library.go evalOptionalOr, evalOptionalOrValue): the
+            # alternative only when the optional is empty, and returned as it is, an optional or not
             target, other, lazy = self.build(e.target), args[0], fn == "orValue"
+            strict = self.cel_go >= 29
 
             def or_else(env: dict[str, Any]) -> Any:
                 o = target(env)
                 if type(o) is not Optional:
-                    return o  # cel/library.go evalOptionalOr(Value): a non-optional left side is the result
+                    # a receiver typed dyn or null that is not an optional at run time: v0.26 returns it as the
+                    # result, v0.29 answers "no such overload"
+                    if strict:
+                        no_overload()
+                    return o
                 if o.present:
                     return o.value if lazy else o
-                alt = other(env)
-                if not lazy and type(alt) is not Optional:
-                    no_overload()
-                return alt
+                return other(env)
 
             return or_else
         if fn == "sum" and e.target is not None and not e.args:

@@ -214,6 +214,19 @@ def check_uint(v: int) -> UintType:
     return UintType(v)
 
 
+def go_text(v: object) -> str:
+    """A CEL value as Go's ``%v`` prints cel-go's value in an error message (the scalars; others by type)."""
+    if type(v) is bool:
+        return "true" if v else "false"
+    if type(v) in (int, UintType, str):
+        return str(v) if type(v) is str else str(int(v))  # type: ignore[call-overload]
+    if type(v) is float:
+        return format_double(v)  # fmt's %v of a float64 is strconv's shortest 'g'
+    if v is None:
+        return "0"  # types.Null is structpb.NullValue, an int32 enum: %v prints its number
+    return type_name(v)
+
+
 def format_double(f: float) -> str:
     """Go's ``strconv.FormatFloat(f, 'g', -1, 64)``, which cel-go's ``string(double)`` uses."""
     if math.isnan(f):
