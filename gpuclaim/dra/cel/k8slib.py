@@ -15,7 +15,17 @@ from gpuclaim.dra.cel.errors import CelRuntimeError
 from gpuclaim.dra.cel.stdlib import FUNCS as FUNCS  # the table with this library registered
 from gpuclaim.dra.cel.stdlib import _int, _str, impl
 from gpuclaim.dra.cel.timevalues import Duration, Timestamp
-from gpuclaim.dra.cel.values import NONE, Optional, check_int, compare, equals, fail, no_overload, type_name
+from gpuclaim.dra.cel.values import (
+    NONE,
+    Optional,
+    check_int,
+    compare,
+    equals,
+    fail,
+    no_overload,
+    type_name,
+    unbroken,
+)
 from gpuclaim.dra.quantity import Quantity, QuantityError, is_quantity, parse_quantity
 from gpuclaim.dra.semver import Semver, SemverError, is_semver, parse_semver
 
@@ -420,7 +430,7 @@ def _receiver(v: object, function: str) -> Optional:
 
 def _value(o: object) -> Any:
     opt = _receiver(o, "value")
-    return opt.value if opt.present else fail("optional.none() dereference")
+    return unbroken(opt.value) if opt.present else fail("optional.none() dereference")
 
 
 FUNCS[("hasValue", True)] = lambda o: _receiver(o, "hasValue").present

@@ -24,6 +24,7 @@ from gpuclaim.dra.cel.values import (
     lookup,
     no_overload,
     type_name,
+    unbroken,
 )
 
 
@@ -133,7 +134,7 @@ def select(v: Any, field: str) -> Any:
     if type(v) is Optional:
         if not v.present:
             return NONE
-        return optional_select(v.value, field)
+        return optional_select(unbroken(v.value), field)
     return _unqualifiable(v, field, presence=False)
 
 
@@ -158,13 +159,13 @@ def has_field(v: Any, field: str) -> bool:
     if isinstance(v, Mapping):
         return contains_key(v, field)
     if type(v) is Optional:
-        return v.present and has_field(v.value, field)
+        return v.present and has_field(unbroken(v.value), field)
     return bool(_unqualifiable(v, field, presence=True).present)
 
 
 def optional_select(v: Any, field: str) -> Optional:
     if type(v) is Optional:
-        return optional_select(v.value, field) if v.present else NONE
+        return optional_select(unbroken(v.value), field) if v.present else NONE
     if isinstance(v, Mapping):
         found, value = lookup(v, field)
         return Optional(value, True) if found else NONE
@@ -175,7 +176,7 @@ def optional_select(v: Any, field: str) -> Optional:
 
 def index(c: Any, k: Any) -> Any:
     if type(c) is Optional:
-        return optional_index(c.value, k) if c.present else NONE
+        return optional_index(unbroken(c.value), k) if c.present else NONE
     if isinstance(c, list | tuple):
         i = list_index(k)
         if not 0 <= i < len(c):
@@ -202,7 +203,7 @@ def list_index(k: Any) -> int:
 
 def optional_index(c: Any, k: Any) -> Optional:
     if type(c) is Optional:
-        return optional_index(c.value, k) if c.present else NONE
+        return optional_index(unbroken(c.value), k) if c.present else NONE
     if isinstance(c, list | tuple):
         i = list_index(k)
         return Optional(c[i], True) if 0 <= i < len(c) else NONE

@@ -26,6 +26,7 @@ from gpuclaim.dra.cel.errors import CelCostLimitError, CelRuntimeError
 from gpuclaim.dra.cel.k8slib import FUNCS
 from gpuclaim.dra.cel.operators import RuntimeDevice
 from gpuclaim.dra.cel.values import (
+    Broken,
     DomainMap,
     Optional,
     TypeValue,
@@ -36,7 +37,10 @@ from gpuclaim.dra.cel.values import (
     go_text,
     lookup,
     no_overload,
+    type_name,
+    unbroken,
 )
+from gpuclaim.dra.quantity import Quantity
 from gpuclaim.dra.semver import Semver
 
 Fn = Callable[[dict[str, Any]], Any]
@@ -50,6 +54,39 @@ class _Deferred:
 
     def __init__(self, error: CelRuntimeError) -> None:
         self.error = error
+
+
+def _go_round_trip(v: Any) -> Any:
+    """cel-go v0.26's ``NativeToValue(v.Value())`` of an optional's value (see ``_Compiler.read_variable``)."""
+    while type(v) is Optional:  # Optional.Value() is its value's Value(); none's is nil, which converts to null
+        if not v.present:
+            return None
+        v = v.value
+    if type(v) is TypeValue:
+        return v.name  # *types.Type.Value() is its name, a string
+    # NativeToValue of apimachinery's *resource.Quantity or blang's semver.Version is an error value, which
+    # OptionalOf keeps: hasValue() is true, value() fails
+    if type(v) is Quantity:
+        return Broken(CelRuntimeError(f"unsupported conversion to ref.Val: (*resource.Quantity){v}"))
+    if type(v) is Semver:
+        return Broken(CelRuntimeError(f"unsupported conversion to ref.Val: (semver.Version){v}"))
+    return v
+
+
+# cel-go dispatches these operators on a trait of the left operand's type (interpreter/interpretable.go
+# evalBinary/evalUnary): without it the error names the operator; with it the type's own method answers a wrong
+# right operand with a bare "no such overload"
+_COMPARER = (bool, bytes, float, int, UintType, str, tvals.Duration, tvals.Timestamp)
+_ADDER = (bytes, float, int, UintType, str, list, tuple, tvals.Duration, tvals.Timestamp)
+_SUBTRACTOR = (float, int, UintType, tvals.Duration, tvals.Timestamp)
+_ARITH_TRAITS = {"_+_": _ADDER, "_-_": _SUBTRACTOR, "_*_": (float, int, UintType), "_/_": (float, int, UintType),
+                 "_%_": (int, UintType)}
+_SIZER = (bytes, str, list, tuple)  # and maps
+_CONVERSION_FUNCTIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
+
+
+def _has_trait(v: Any, types: tuple[type, ...]) -> bool:
+    return type(v) in types or (types is _SIZER and isinstance(v, Mapping))
 
 
 def compile_checked(checked: Checked, *, track_cost: bool, cel_go: int = 26) -> Fn:
@@ -93,11 +130,13 @@ class _Compiler:
                             raise v.error
                         return v
 
-                    return bound
+                    return self.read_variable(bound)
                 if name in t.TYPE_NAMES and name != "device" and self.c.type_of(e).name == "type":
                     tv = TypeValue(str(t.TYPE_NAMES[name]).split("(")[0])
                     return lambda env: tv
-                return lambda env: env[name]
+                if name == "device":
+                    return lambda env: env[name]
+                return self.read_variable(lambda env: env[name])  # a macro's variable
             case ast.Select():
                 o, field = self.build(e.operand), e.field
                 if e.test_only:
@@ -128,7 +167,7 @@ class _Compiler:
                             elif type(v) is not Optional:
                                 fail(f"cannot initialize optional list element from non-optional value {go_text(v)}")
                             elif v.present:
-                                out.append(v.value)
+                                out.append(unbroken(v.value))  # cel-go keeps the error as the element
                         return out
 
                     return make_list
@@ -152,7 +191,7 @@ class _Compiler:
                             if not v.present:
                                 out.pop(k, None)  # cel-go deletes the key (evalMap.Eval)
                                 continue
-                            v = v.value
+                            v = unbroken(v.value)
                         out[k] = v  # a repeated key: the last one wins, as in cel-go
                     return out
 
@@ -222,14 +261,23 @@ class _Compiler:
 
             def relational(env: dict[str, Any]) -> bool:
                 x, y = a(env), b(env)
+                if not _has_trait(x, _COMPARER):
+                    fail(f"no such overload: {fn}")
                 if (type(x) is float and x != x) or (type(y) is float and y != y):
                     fail("NaN values cannot be ordered")  # cel-go's wording
                 return test(compare(x, y))
 
             return relational
         if fn in ("_+_", "_-_", "_*_", "_/_", "_%_"):
-            a, b, op = args[0], args[1], ops.arith(fn)
-            return lambda env: op(a(env), b(env))
+            a, b, op, trait = args[0], args[1], ops.arith(fn), _ARITH_TRAITS[fn]
+
+            def arithmetic(env: dict[str, Any]) -> Any:
+                x, y = a(env), b(env)
+                if not _has_trait(x, trait):
+                    fail(f"no such overload: {fn}")
+                return op(x, y)
+
+            return arithmetic
         if fn == "-_":
             a = args[0]
 
@@ -241,7 +289,7 @@ class _Compiler:
                     return -v
                 if type(v) is tvals.Duration:
                     return tvals.Duration(check_int(-v.ns))  # cel-go's Negater, reached through dyn
-                no_overload()
+                fail("no such overload: -_")
 
             return negate
         if fn == "@in" and isinstance(e.args[1], ast.ListExpr) and not e.args[1].elements:
@@ -286,7 +334,7 @@ class _Compiler:
                         no_overload()
                     return o
                 if o.present:
-                    return o.value if lazy else o
+                    return unbroken(o.value) if lazy else o
                 return other(env)
 
             return or_else
@@ -305,6 +353,30 @@ class _Compiler:
         impl = FUNCS[(fn, e.target is not None)]
         if e.target is not None:
             args.insert(0, self.build(e.target))
+        if fn == "size" and len(args) == 1:
+            arg, size = args[0], impl
+
+            def sized(env: dict[str, Any]) -> Any:
+                v = arg(env)
+                if not _has_trait(v, _SIZER):
+                    fail("no such overload: size")
+                return size(v)
+
+            return sized
+        if fn in _CONVERSION_FUNCTIONS and e.target is None and len(args) == 1:
+            arg, convert = args[0], impl
+
+            def conversion(env: dict[str, Any]) -> Any:
+                v = arg(env)
+                try:
+                    return convert(v)
+                except CelRuntimeError as err:
+                    if err.message != "no such overload":
+                        raise
+                    # no overload of the conversion takes this runtime type: cel-go's dispatch names it
+                    raise CelRuntimeError(f"no such overload: {fn}({type_name(v)})") from None
+
+            return conversion
         if len(args) == 1:
             a0 = args[0]
             return lambda env: impl(a0(env))
@@ -312,6 +384,22 @@ class _Compiler:
             a0, a1 = args
             return lambda env: impl(a0(env), a1(env))
         return lambda env: impl(*[f(env) for f in args])
+
+    def read_variable(self, read: Fn) -> Fn:
+        """cel-go v0.26 resolves a variable (cel.bind's, a macro's) as an attribute, and ``applyQualifiers``
+        (interpreter/attributes.go) takes a present optional apart as ``GetValue().Value()``, the Go value, which
+        ``OptionalOf(NativeToValue(...))`` wraps again: a nested optional flattens, a type becomes its name, and a
+        quantity or semver cannot be converted back. v0.29 keeps the value (``GetValue()``)."""
+        if self.cel_go >= 29:
+            return read
+
+        def resolve(env: dict[str, Any]) -> Any:
+            v = read(env)
+            if type(v) is Optional and v.present:
+                return Optional(_go_round_trip(v.value), True)
+            return v
+
+        return resolve
 
     def two_variable(self, e: ast.Comprehension) -> Fn:
         rng, v1, v2, macro = self.build(e.iter_range), e.iter_var, e.iter_var2 or "", e.macro

@@ -30,20 +30,6 @@ def validate(text: str, checked: Checked) -> None:
     _homogeneous(text, checked, checked.expr, exempt=False)
     _format_calls(text, checked, checked.expr)
     _fold(checked, checked.expr)
-    _type_variables(checked, checked.expr)
-
-
-# -- the planner: a variable that holds a type ---------------------------------------------------------------
-# cel-go interpreter/planner.go planCheckedIdent plans an identifier the checker typed `type(T)` as a type name to
-# look up in the type provider. A variable (cel.bind's, a macro's) that holds a type is no type name there, so
-# the program is never built, even when the variable is unused: cel.bind's expansion reads it in its loop step.
-def _type_variables(c: Checked, e: ast.Expr) -> None:
-    if isinstance(e, ast.Ident) and e.name not in t.TYPE_NAMES:
-        ty = c.types.get(e.id)
-        if ty is not None and ty.name == "type":
-            raise CelCompileError(f"program instantiation failed: reference to undefined type: {e.name}")
-    for child in ast.children(e):
-        _type_variables(c, child)
 
 
 # -- ValidateDurationLiterals / ValidateTimestampLiterals ----------------------------------------------------
@@ -221,7 +207,14 @@ def _fold(c: Checked, e: ast.Expr) -> bool:
     if isinstance(e, ast.Const):
         return True
     if isinstance(e, ast.Ident):
-        return c.type_of(e).name == "type"  # `int`: the checker resolved it to a type value
+        if c.type_of(e).name != "type":
+            return False
+        if e.name not in t.TYPE_NAMES:
+            # cel-go's planCheckedIdent plans an identifier typed `type(T)` as a type name to look up in the type
+            # provider; a variable (cel.bind's, a macro's) holding a type is none, so the program is never built,
+            # even when the variable is unused: cel.bind's expansion reads it in its loop step
+            raise CelCompileError(f"program instantiation failed: reference to undefined type: {e.name}")
+        return True  # `int`: the checker resolved it to a type value
     if isinstance(e, ast.Call) and e.target is None and e.function in ("_[_]", "_[?_]") and len(kids) == 2 and kids[1]:
         _qualifier(c, e.args[1])
         return False

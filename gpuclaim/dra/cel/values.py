@@ -29,6 +29,23 @@ def no_overload() -> NoReturn:
     raise CelRuntimeError("no such overload")
 
 
+class Broken:
+    """An error held as a value. cel-go v0.26 can put a ``*types.Err`` inside an optional (``runtime``'s
+    ``read_variable``): the optional has a value, and the error surfaces only where that value is used."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: CelRuntimeError) -> None:
+        self.error = error
+
+
+def unbroken(v: object) -> object:
+    """``v``, or its error raised if it is :class:`Broken`."""
+    if type(v) is Broken:
+        raise v.error
+    return v
+
+
 class Optional:
     """CEL ``optional_type``: a value or none."""
 
@@ -136,7 +153,7 @@ def equals(a: object, b: object, *, top: bool = True) -> bool:
                 return False
         return True
     if type(a) is Optional and type(b) is Optional:
-        return a.present == b.present and (not a.present or equals(a.value, b.value))
+        return a.present == b.present and (not a.present or equals(unbroken(a.value), unbroken(b.value)))
     return a == b
 
 
