@@ -26,7 +26,7 @@ from gpuclaim.dra.cel.environment import NEW_1_34, STORED_1_34, Environment
 from gpuclaim.dra.cel.errors import CelCompileError, CelRuntimeError
 from gpuclaim.dra.cel.operators import RuntimeDevice
 from gpuclaim.dra.cel.runtime import BUDGET, compile_checked
-from gpuclaim.dra.cel.values import DomainMap, Optional, type_name
+from gpuclaim.dra.cel.values import Broken, DomainMap, Optional, type_name
 from gpuclaim.dra.quantity import Quantity, parse_quantity
 from gpuclaim.dra.semver import Semver
 
@@ -177,6 +177,8 @@ class CompiledSelector:
             v = v.value
         if type(v) is bool:
             return v
+        if type(v) is Broken:
+            return v.error
         tn = type_name(v)
         reason = reason or _NOT_BOOL.get(tn, f"type conversion error from '{tn}' to 'bool'")
         # k8s.io/dynamic-resource-allocation cel/compile.go: the result's ConvertToNative(bool) error, wrapped
