@@ -215,7 +215,12 @@ class _Compiler:
                 except CelCostLimitError:
                     raise
                 except CelRuntimeError as err:
-                    rv = ops.as_bool(right(env))
+                    try:
+                        rv = ops.as_bool(right(env))
+                    except CelCostLimitError:
+                        raise
+                    except CelRuntimeError:
+                        raise err from None  # cel-go's evalOr/evalAnd keep the first error
                     if rv is decisive:
                         return rv
                     raise err from None

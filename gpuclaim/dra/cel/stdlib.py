@@ -329,12 +329,12 @@ def _substring(s: object, start: object, *end: object) -> str:
     text = _str(s)
     a = _int(start)
     b = _int(end[0]) if end else len(text)
+    if end and a > b:  # cel-go ext/strings.go substrRange checks the order first
+        fail(f"invalid substring range. start: {a}, end: {b}")
     if a < 0 or a > len(text):
         fail(f"index out of range: {a}")
     if b < 0 or b > len(text):
         fail(f"index out of range: {b}")
-    if a > b:
-        fail(f"invalid substring range. start: {a}, end: {b}")
     return text[a:b]
 
 
