@@ -10,11 +10,14 @@ all in source order; gpuclaim reports one; type variables' numbers are not compa
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from oracle_compare import gpuclaim_eval, gpuclaim_match, same_cost, verdict
 from oracle_grammar import devices, optional_expressions, optional_selectors
@@ -156,3 +159,26 @@ def test_once_internal_errors_now_answer(capsys: pytest.CaptureFixture[str], exp
     assert main(["cel", expr]) == code
     printed, _ = capsys.readouterr()
     assert printed == out
+
+
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+CLASSES = str(FIXTURES / "deviceclasses/ALL-rendered-resource.k8s.io-v1.yaml")
+P5_SLICES = str(FIXTURES / "resourceslices/aws-eks-p5-2nodes-8xH100-80GB-HBM3-nvidia.yaml")
+
+
+@pytest.mark.parametrize(("version", "refused"), [("1.35", True), ("1.36", True), ("1.37", False)])
+def test_lint_refuses_a_bound_optional_capacity_where_the_scheduler_cannot_read_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str, refused: bool) -> None:
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "d"},
+             "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+                 "deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": BOUND_OPTIONALS[0]}}]}}]}}}
+    path = tmp_path / "claim.yaml"
+    path.write_text(yaml.safe_dump(claim))
+    code = main(["lint", str(path), CLASSES, "--slices", P5_SLICES, "--kubernetes-version", version, "-o", "json"])
+    errors = [f for f in json.loads(capsys.readouterr().out) if f["severity"] == "error"]
+    if refused:
+        assert code == 1
+        assert [f["field"] for f in errors] == ["spec.devices.requests[0].exactly.selectors[0].cel.expression"]
+        assert "unsupported conversion to ref.Val: (*resource.Quantity)81559Mi" in errors[0]["message"]
+    else:
+        assert (code, errors) == (0, [])
