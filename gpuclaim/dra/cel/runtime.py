@@ -356,6 +356,8 @@ class _Compiler:
 
                 return typed_sum
         impl = FUNCS[(fn, e.target is not None)]
+        if self.cel_go >= 29 and fn in ("indexOf", "lastIndexOf") and e.target is not None and len(args) == 2:
+            impl = FUNCS[(fn + "@v0.29", True)]
         if e.target is not None:
             args.insert(0, self.build(e.target))
         if fn == "size" and len(args) == 1:
