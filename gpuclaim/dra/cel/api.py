@@ -26,7 +26,7 @@ from gpuclaim.dra.cel.environment import NEW_1_34, STORED_1_34, Environment
 from gpuclaim.dra.cel.errors import CelCompileError, CelRuntimeError
 from gpuclaim.dra.cel.operators import RuntimeDevice
 from gpuclaim.dra.cel.runtime import BUDGET, compile_checked
-from gpuclaim.dra.cel.values import DomainMap, type_name
+from gpuclaim.dra.cel.values import Broken, DomainMap, Optional, type_name
 from gpuclaim.dra.quantity import Quantity, parse_quantity
 from gpuclaim.dra.semver import Semver
 
@@ -167,13 +167,39 @@ class CompiledSelector:
         except (OverflowError, ValueError, ZeroDivisionError) as exc:
             # never a crash (a 500 in the webhook): a Python limit the CEL runtime did not foresee
             return CelRuntimeError(f"evaluation error: {type(exc).__name__}: {exc}")
-        if type(v) is not bool:
-            tn = type_name(v)
-            return CelRuntimeError(
-                f"CEL result of type {tn} could not be converted to bool: "
-                f"unsupported native conversion from {tn} to 'bool'"
-            )
-        return v
+        if type(v) is bool:
+            return v
+        outer, reason = type_name(v), None
+        while type(v) is Optional:  # Optional.ConvertToNative converts its value
+            if not v.present:
+                reason = "optional.none() dereference"
+                break
+            v = v.value
+        if type(v) is bool:
+            return v
+        if type(v) is Broken:
+            return v.error
+        tn = type_name(v)
+        reason = reason or _NOT_BOOL.get(tn, f"type conversion error from '{tn}' to 'bool'")
+        # k8s.io/dynamic-resource-allocation cel/compile.go: the result's ConvertToNative(bool) error, wrapped
+        return CelRuntimeError(f"CEL result of type {outer} could not be converted to bool: {reason}")
+
+
+# each cel-go type's ConvertToNative(reflect.TypeOf(true)) error (common/types/*.go; apiserver pkg/cel)
+_NOT_BOOL = {
+    "int": "unsupported type conversion from 'int' to bool",
+    "uint": "unsupported type conversion from 'uint' to bool",
+    "double": "type conversion error from Double to 'bool'",
+    "string": "unsupported native conversion from string to 'bool'",
+    "bytes": "type conversion error from Bytes to 'bool'",
+    "list": "type conversion error from list to 'bool'",
+    "map": "type conversion error from map to 'bool'",
+    "type": "type conversion not supported for 'type'",
+    "google.protobuf.Duration": "type conversion error from 'Duration' to 'bool'",
+    "google.protobuf.Timestamp": "type conversion error from 'Timestamp' to 'bool'",
+    "kubernetes.Quantity": "type conversion error from 'Quantity' to 'bool'",
+    "kubernetes.Semver": "type conversion error from 'Semver' to 'bool'",
+}
 
 
 def _tagged(v: object) -> tuple[type, object]:
@@ -266,7 +292,7 @@ def compile_uncached(expression: str, *, mode: Mode = "new", any_result: bool = 
         if "!=" in expression:
             hint = "'!=' on quantities is estimated at the maximum cost; write !(a == b) or a.compareTo(b) != 0"
         raise CelCompileError("too complex, exceeds cost limit", kind="too_complex", cost=estimated, hint=hint)
-    fn = compile_checked(checked, track_cost=estimated > MAX_COST)
+    fn = compile_checked(checked, track_cost=estimated > MAX_COST, cel_go=env.cel_go)
     return CompiledSelector(expression, env, fn, estimated, estimated > MAX_COST, reads.analyse(checked.expr), out)
 
 

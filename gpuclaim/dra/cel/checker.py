@@ -197,8 +197,12 @@ class _Checker:
             ty = t.DYN
         elif operand.is_dyn or operand == t.ERROR:
             ty = t.DYN
+        elif operand in (t.QUANTITY, t.SEMVER, t.URL, t.IP, t.CIDR):
+            # object types to cel-go (the apiserver declares them with cel.ObjectType), but no struct the type
+            # provider knows: checkSelectField's lookupFieldType reports the failed lookup
+            raise self.fail(pos, f"unexpected failed resolution of '{operand.name}'")
         else:
-            raise self.fail(pos, f"type '{operand}' does not support field selection")
+            raise self.fail(pos, f"type '{t.display(operand)}' does not support field selection")
         return t.optional_of(ty) if inside or optional else ty
 
     def range_vars(self, e: ast.Comprehension) -> tuple[t.Type, t.Type]:

@@ -69,6 +69,13 @@ ZERO, ONE, UNKNOWN = R(0, 0), R(1, 1), R(0, U64)
 _SCALARS = {"bool", "double", "int", "uint", "google.protobuf.Duration", "google.protobuf.Timestamp"}
 
 
+def _scalar(ty: t.Type) -> bool:
+    """cel-go checker/cost.go isScalar: size 1; an optional is as scalar as its value, at any depth."""
+    while ty.name == "optional_type" and ty.params:
+        ty = ty.params[0]
+    return ty.name in _SCALARS
+
+
 # The DRA size tree: (max elements, key node, element node, fields).
 @dataclass(frozen=True, slots=True)
 class _Node:
@@ -156,7 +163,7 @@ class _Coster:
             self.sizes[e.id] = dra
             return dra
         ty = self.type(e)
-        if ty.name in _SCALARS or (ty.name == "optional_type" and ty.params[0].name in _SCALARS):
+        if _scalar(ty):
             return ONE
         if isinstance(e, ast.Ident) and self.locals.get(e.name):
             return self.locals[e.name][-1].size

@@ -23,7 +23,9 @@ class Environment:
     ``ext_lists``: cel-go's ``ext.Lists`` version (0: absent; 3 adds slice, flatten, distinct, reverse, sort,
     sortBy, lists.range). ``allow_multiple_allocations``: ``device.allowMultipleAllocations`` is declared.
     ``includes``: ``<list>.includes(<value>)``. ``list_attributes``: attributes may hold lists.
-    ``compatibility``: the Kubernetes minor whose library set this is (for messages).
+    ``compatibility``: the Kubernetes minor whose library set this is (for messages). ``cel_go``: the minor of
+    the cel-go the binary runs (26: v0.26, 29: v0.29), whose interpreter decides some run-time answers: v0.29's
+    ``or()``/``orValue()`` refuse a receiver that is not an optional, v0.26's return it.
     """
 
     kind: Kind
@@ -32,6 +34,7 @@ class Environment:
     allow_multiple_allocations: bool
     includes: bool = False
     list_attributes: bool = False
+    cel_go: int = 26
 
     @property
     def label(self) -> str:

@@ -15,7 +15,17 @@ from gpuclaim.dra.cel.errors import CelRuntimeError
 from gpuclaim.dra.cel.stdlib import FUNCS as FUNCS  # the table with this library registered
 from gpuclaim.dra.cel.stdlib import _int, _str, impl
 from gpuclaim.dra.cel.timevalues import Duration, Timestamp
-from gpuclaim.dra.cel.values import NONE, Optional, check_int, compare, equals, fail, no_overload
+from gpuclaim.dra.cel.values import (
+    NONE,
+    Optional,
+    check_int,
+    compare,
+    equals,
+    fail,
+    no_overload,
+    type_name,
+    unbroken,
+)
 from gpuclaim.dra.quantity import Quantity, QuantityError, is_quantity, parse_quantity
 from gpuclaim.dra.semver import Semver, SemverError, is_semver, parse_semver
 
@@ -390,15 +400,40 @@ def _opt(v: object) -> Optional:
 
 
 def _zero(v: object) -> bool:
-    return v is None or (v in (0, "", b"", False) and type(v) in (int, UintType, float, str, bytes, bool)) or (
-        isinstance(v, list | tuple | Mapping) and len(v) == 0
-    )
+    """cel-go's ``IsZeroValue``: null, 0, "", false, empty lists and maps, a zero duration, and the timestamp
+    0001-01-01T00:00:00Z (Go's zero time.Time); quantities, semvers, types and optionals never are."""
+    if type(v) is Duration:
+        return v.ns == 0
+    if type(v) is Timestamp:
+        return v.sec == _GO_ZERO_TIME and v.nsec == 0
+    if v is None:
+        return True
+    if type(v) in (int, UintType, float, bool):
+        return v == 0  # -0.0 too; never `in` a tuple: a uint refuses str equality
+    if type(v) in (str, bytes) or isinstance(v, list | tuple | Mapping):
+        return len(v) == 0  # type: ignore[arg-type]
+    return False
+
+
+_GO_ZERO_TIME = -62135596800  # 0001-01-01T00:00:00Z in Unix seconds
 
 
 FUNCS[("optional.of", False)] = lambda v: Optional(v, True)
 FUNCS[("optional.none", False)] = lambda: NONE
 FUNCS[("optional.ofNonZeroValue", False)] = lambda v: NONE if _zero(v) else Optional(v, True)
-FUNCS[("hasValue", True)] = lambda o: _opt(o).present
-FUNCS[("value", True)] = lambda o: _opt(o).value if _opt(o).present else fail("optional.none() dereference")
+def _receiver(v: object, function: str) -> Optional:
+    """The optional a method is called on; cel-go's overload dispatch (common/decls) names what it got instead."""
+    if type(v) is not Optional:
+        fail(f"no such overload: {function}({type_name(v)})")
+    return v
+
+
+def _value(o: object) -> Any:
+    opt = _receiver(o, "value")
+    return unbroken(opt.value) if opt.present else fail("optional.none() dereference")
+
+
+FUNCS[("hasValue", True)] = lambda o: _receiver(o, "hasValue").present
+FUNCS[("value", True)] = _value
 FUNCS[("orValue", True)] = lambda o, d: _opt(o).value if _opt(o).present else d
 FUNCS[("or", True)] = lambda o, other: o if _opt(o).present else _opt(other)

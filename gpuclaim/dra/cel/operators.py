@@ -20,8 +20,11 @@ from gpuclaim.dra.cel.values import (
     contains_key,
     equals,
     fail,
+    go_text,
     lookup,
     no_overload,
+    type_name,
+    unbroken,
 )
 
 
@@ -131,56 +134,83 @@ def select(v: Any, field: str) -> Any:
     if type(v) is Optional:
         if not v.present:
             return NONE
-        return optional_select(v.value, field)
-    no_overload()
+        return optional_select(unbroken(v.value), field)
+    return _unqualifiable(v, field, presence=False)
+
+
+def _unqualifiable(v: Any, key: Any, *, presence: bool) -> Any:
+    """A field or index of a value that is neither a map nor an optional, reached through dyn: cel-go's
+    ``refQualify`` (interpreter/attributes.go) indexes a list, and finds nothing in anything else: absent for a
+    presence test (``.?``, ``[?]``, ``has()``), "no such key" otherwise."""
+    if isinstance(v, list | tuple):
+        i = list_index(key)
+        if 0 <= i < len(v):
+            return Optional(v[i], True) if presence else v[i]
+        if presence:
+            return NONE
+        fail(f"index out of bounds: {i}")
+    if presence:
+        return NONE
+    fail(f"no such key: {go_text(key)}")
+
+
+def has_field(v: Any, field: str) -> bool:
+    """``has(v.field)`` where ``v`` is not ``device`` or one of its maps (those the runtime answers itself)."""
+    if isinstance(v, Mapping):
+        return contains_key(v, field)
+    if type(v) is Optional:
+        return v.present and has_field(unbroken(v.value), field)
+    return bool(_unqualifiable(v, field, presence=True).present)
 
 
 def optional_select(v: Any, field: str) -> Optional:
     if type(v) is Optional:
-        return optional_select(v.value, field) if v.present else NONE
+        return optional_select(unbroken(v.value), field) if v.present else NONE
     if isinstance(v, Mapping):
         found, value = lookup(v, field)
         return Optional(value, True) if found else NONE
     if type(v) is RuntimeDevice:
         return Optional(getattr(v, field), True)
-    no_overload()
+    return _unqualifiable(v, field, presence=True)  # type: ignore[no-any-return]
 
 
 def index(c: Any, k: Any) -> Any:
     if type(c) is Optional:
-        return optional_index(c.value, k) if c.present else NONE
+        return optional_index(unbroken(c.value), k) if c.present else NONE
     if isinstance(c, list | tuple):
         i = list_index(k)
         if not 0 <= i < len(c):
-            fail(f"index '{i}' out of range in list size '{len(c)}'")
+            fail(f"index out of bounds: {i}")  # cel-go plans `_[_]` as an attribute: refQualify's missingIndex
         return c[i]
     if isinstance(c, Mapping):
         found, value = lookup(c, k)
         if not found:
-            fail(f"no such key: {k}")
+            fail(f"no such key: {go_text(k)}")
         return value
-    no_overload()
+    return _unqualifiable(c, k, presence=False)
 
 
 def list_index(k: Any) -> int:
     tk = type(k)
     if tk is int or tk is UintType:
         return int(k)
-    if tk is float and k == int(k):
-        return int(k)
-    no_overload()
+    if tk is float:
+        if k == int(k) and -(2**63) <= k < 2**63:
+            return int(k)
+        fail(f"unsupported index value {go_text(k)} in list")  # cel-go common/types IndexOrError
+    fail(f"unsupported index type '{type_name(k)}' in list")
 
 
 def optional_index(c: Any, k: Any) -> Optional:
     if type(c) is Optional:
-        return optional_index(c.value, k) if c.present else NONE
+        return optional_index(unbroken(c.value), k) if c.present else NONE
     if isinstance(c, list | tuple):
         i = list_index(k)
         return Optional(c[i], True) if 0 <= i < len(c) else NONE
     if isinstance(c, Mapping):
         found, value = lookup(c, k)
         return Optional(value, True) if found else NONE
-    no_overload()
+    return NONE  # a presence test on a value that has no entries (refQualify): absent
 
 
 def contains(x: Any, c: Any) -> bool:

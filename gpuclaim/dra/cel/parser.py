@@ -30,7 +30,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def _literal_callback(t: lark.Token) -> lark.Token:
     if t.value in ("true", "false"):
-        return lark.Token("BOOL_LIT", t.value)
+        return lark.Token.new_borrow_pos("BOOL_LIT", t.value, t)  # keep its position for error messages
     return t
 
 

@@ -26,17 +26,21 @@ from gpuclaim.dra.cel.errors import CelCostLimitError, CelRuntimeError
 from gpuclaim.dra.cel.k8slib import FUNCS
 from gpuclaim.dra.cel.operators import RuntimeDevice
 from gpuclaim.dra.cel.values import (
+    Broken,
     DomainMap,
     Optional,
     TypeValue,
     check_int,
     compare,
-    contains_key,
     equals,
     fail,
+    go_text,
     lookup,
     no_overload,
+    type_name,
+    unbroken,
 )
+from gpuclaim.dra.quantity import Quantity
 from gpuclaim.dra.semver import Semver
 
 Fn = Callable[[dict[str, Any]], Any]
@@ -52,14 +56,49 @@ class _Deferred:
         self.error = error
 
 
-def compile_checked(checked: Checked, *, track_cost: bool) -> Fn:
-    return _Compiler(checked, track_cost).build(checked.expr)
+def _go_round_trip(v: Any) -> Any:
+    """cel-go v0.26's ``NativeToValue(v.Value())`` of an optional's value (see ``_Compiler.read_variable``)."""
+    while type(v) is Optional:  # Optional.Value() is its value's Value(); none's is nil, which converts to null
+        if not v.present:
+            return None
+        v = v.value
+    if type(v) is TypeValue:
+        return v.name  # *types.Type.Value() is its name, a string
+    # NativeToValue of apimachinery's *resource.Quantity or blang's semver.Version is an error value, which
+    # OptionalOf keeps: hasValue() is true, value() fails
+    if type(v) is Quantity:
+        return Broken(CelRuntimeError(f"unsupported conversion to ref.Val: (*resource.Quantity){v}"))
+    if type(v) is Semver:
+        return Broken(CelRuntimeError(f"unsupported conversion to ref.Val: (semver.Version){v}"))
+    return v
+
+
+# cel-go dispatches these operators on a trait of the left operand's type (interpreter/interpretable.go
+# evalBinary/evalUnary): without it the error names the operator; with it the type's own method answers a wrong
+# right operand with a bare "no such overload"
+_COMPARER = (bool, bytes, float, int, UintType, str, tvals.Duration, tvals.Timestamp)
+_ADDER = (bytes, float, int, UintType, str, list, tuple, tvals.Duration, tvals.Timestamp)
+_SUBTRACTOR = (float, int, UintType, tvals.Duration, tvals.Timestamp)
+_ARITH_TRAITS = {"_+_": _ADDER, "_-_": _SUBTRACTOR, "_*_": (float, int, UintType), "_/_": (float, int, UintType),
+                 "_%_": (int, UintType)}
+_SIZER = (bytes, str, list, tuple)  # and maps
+_CONVERSION_FUNCTIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
+
+
+def _has_trait(v: Any, types: tuple[type, ...]) -> bool:
+    return type(v) in types or (types is _SIZER and isinstance(v, Mapping))
+
+
+def compile_checked(checked: Checked, *, track_cost: bool, cel_go: int = 26) -> Fn:
+    """``cel_go``: the cel-go minor whose interpreter to follow where releases differ (``Environment.cel_go``)."""
+    return _Compiler(checked, track_cost, cel_go).build(checked.expr)
 
 
 class _Compiler:
-    def __init__(self, checked: Checked, track_cost: bool) -> None:
+    def __init__(self, checked: Checked, track_cost: bool, cel_go: int) -> None:
         self.c = checked
         self.track = track_cost
+        self.cel_go = cel_go
         self.binds: set[str] = set()
 
     def build(self, e: ast.Expr) -> Fn:
@@ -91,11 +130,13 @@ class _Compiler:
                             raise v.error
                         return v
 
-                    return bound
+                    return self.read_variable(bound)
                 if name in t.TYPE_NAMES and name != "device" and self.c.type_of(e).name == "type":
                     tv = TypeValue(str(t.TYPE_NAMES[name]).split("(")[0])
                     return lambda env: tv
-                return lambda env: env[name]
+                if name == "device":
+                    return lambda env: env[name]
+                return self.read_variable(lambda env: env[name])  # a macro's variable
             case ast.Select():
                 o, field = self.build(e.operand), e.field
                 if e.test_only:
@@ -104,11 +145,9 @@ class _Compiler:
                         v = o(env)
                         if type(v) is DomainMap:
                             return True  # upstream's mapper finds every domain (an unknown one is empty)
-                        if isinstance(v, Mapping):
-                            return contains_key(v, field)
                         if type(v) is RuntimeDevice:
                             return True
-                        no_overload()
+                        return ops.has_field(v, field)
 
                     return has
                 if self.c.type_of(e.operand) == t.DEVICE:
@@ -126,9 +165,9 @@ class _Compiler:
                             if not is_opt:
                                 out.append(v)
                             elif type(v) is not Optional:
-                                no_overload()
+                                fail(f"cannot initialize optional list element from non-optional value {go_text(v)}")
                             elif v.present:
-                                out.append(v.value)
+                                out.append(unbroken(v.value))  # cel-go keeps the error as the element
                         return out
 
                     return make_list
@@ -147,11 +186,12 @@ class _Compiler:
                         v = vf(env)
                         if is_opt:
                             if type(v) is not Optional:
-                                no_overload()
+                                fail(f"cannot initialize optional entry '{go_text(k)}' from non-optional value "
+                                     f"{go_text(v)}")
                             if not v.present:
                                 out.pop(k, None)  # cel-go deletes the key (evalMap.Eval)
                                 continue
-                            v = v.value
+                            v = unbroken(v.value)
                         out[k] = v  # a repeated key: the last one wins, as in cel-go
                     return out
 
@@ -175,7 +215,12 @@ class _Compiler:
                 except CelCostLimitError:
                     raise
                 except CelRuntimeError as err:
-                    rv = ops.as_bool(right(env))
+                    try:
+                        rv = ops.as_bool(right(env))
+                    except CelCostLimitError:
+                        raise
+                    except CelRuntimeError:
+                        raise err from None  # cel-go's evalOr/evalAnd keep the first error
                     if rv is decisive:
                         return rv
                     raise err from None
@@ -221,14 +266,23 @@ class _Compiler:
 
             def relational(env: dict[str, Any]) -> bool:
                 x, y = a(env), b(env)
+                if not _has_trait(x, _COMPARER):
+                    fail(f"no such overload: {fn}")
                 if (type(x) is float and x != x) or (type(y) is float and y != y):
                     fail("NaN values cannot be ordered")  # cel-go's wording
                 return test(compare(x, y))
 
             return relational
         if fn in ("_+_", "_-_", "_*_", "_/_", "_%_"):
-            a, b, op = args[0], args[1], ops.arith(fn)
-            return lambda env: op(a(env), b(env))
+            a, b, op, trait = args[0], args[1], ops.arith(fn), _ARITH_TRAITS[fn]
+
+            def arithmetic(env: dict[str, Any]) -> Any:
+                x, y = a(env), b(env)
+                if not _has_trait(x, trait):
+                    fail(f"no such overload: {fn}")
+                return op(x, y)
+
+            return arithmetic
         if fn == "-_":
             a = args[0]
 
@@ -240,7 +294,7 @@ class _Compiler:
                     return -v
                 if type(v) is tvals.Duration:
                     return tvals.Duration(check_int(-v.ns))  # cel-go's Negater, reached through dyn
-                no_overload()
+                fail("no such overload: -_")
 
             return negate
         if fn == "@in" and isinstance(e.args[1], ast.ListExpr) and not e.args[1].elements:
@@ -271,19 +325,22 @@ class _Compiler:
             a, field = args[0], e.args[1].value  # type: ignore[union-attr]
             return lambda env: ops.optional_select(a(env), field)  # type: ignore[arg-type]
         if fn in ("or", "orValue") and e.target is not None and len(args) == 1:
-            # cel-go evaluates optional or/orValue lazily: the alternative only when the optional is empty
+            # cel-go evaluates optional or/orValue lazily (cel/library.go evalOptionalOr, evalOptionalOrValue): the
+            # alternative only when the optional is empty, and returned as it is, an optional or not
             target, other, lazy = self.build(e.target), args[0], fn == "orValue"
+            strict = self.cel_go >= 29
 
             def or_else(env: dict[str, Any]) -> Any:
                 o = target(env)
                 if type(o) is not Optional:
-                    return o  # cel/library.go evalOptionalOr(Value): a non-optional left side is the result
+                    # a receiver typed dyn or null that is not an optional at run time: v0.26 returns it as the
+                    # result, v0.29 answers "no such overload"
+                    if strict:
+                        no_overload()
+                    return o
                 if o.present:
-                    return o.value if lazy else o
-                alt = other(env)
-                if not lazy and type(alt) is not Optional:
-                    no_overload()
-                return alt
+                    return unbroken(o.value) if lazy else o
+                return other(env)
 
             return or_else
         if fn == "sum" and e.target is not None and not e.args:
@@ -299,8 +356,34 @@ class _Compiler:
 
                 return typed_sum
         impl = FUNCS[(fn, e.target is not None)]
+        if self.cel_go >= 29 and fn in ("indexOf", "lastIndexOf") and e.target is not None and len(args) == 2:
+            impl = FUNCS[(fn + "@v0.29", True)]
         if e.target is not None:
             args.insert(0, self.build(e.target))
+        if fn == "size" and len(args) == 1:
+            arg, size = args[0], impl
+
+            def sized(env: dict[str, Any]) -> Any:
+                v = arg(env)
+                if not _has_trait(v, _SIZER):
+                    fail("no such overload: size")
+                return size(v)
+
+            return sized
+        if fn in _CONVERSION_FUNCTIONS and e.target is None and len(args) == 1:
+            arg, convert = args[0], impl
+
+            def conversion(env: dict[str, Any]) -> Any:
+                v = arg(env)
+                try:
+                    return convert(v)
+                except CelRuntimeError as err:
+                    if err.message != "no such overload":
+                        raise
+                    # no overload of the conversion takes this runtime type: cel-go's dispatch names it
+                    raise CelRuntimeError(f"no such overload: {fn}({type_name(v)})") from None
+
+            return conversion
         if len(args) == 1:
             a0 = args[0]
             return lambda env: impl(a0(env))
@@ -308,6 +391,22 @@ class _Compiler:
             a0, a1 = args
             return lambda env: impl(a0(env), a1(env))
         return lambda env: impl(*[f(env) for f in args])
+
+    def read_variable(self, read: Fn) -> Fn:
+        """cel-go v0.26 resolves a variable (cel.bind's, a macro's) as an attribute, and ``applyQualifiers``
+        (interpreter/attributes.go) takes a present optional apart as ``GetValue().Value()``, the Go value, which
+        ``OptionalOf(NativeToValue(...))`` wraps again: a nested optional flattens, a type becomes its name, and a
+        quantity or semver cannot be converted back. v0.29 keeps the value (``GetValue()``)."""
+        if self.cel_go >= 29:
+            return read
+
+        def resolve(env: dict[str, Any]) -> Any:
+            v = read(env)
+            if type(v) is Optional and v.present:
+                return Optional(_go_round_trip(v.value), True)
+            return v
+
+        return resolve
 
     def two_variable(self, e: ast.Comprehension) -> Fn:
         rng, v1, v2, macro = self.build(e.iter_range), e.iter_var, e.iter_var2 or "", e.macro

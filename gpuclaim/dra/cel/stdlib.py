@@ -291,6 +291,26 @@ def _last_index_of(s: object, sub: object, *start: object) -> int:
     return text.rfind(pattern, 0, min(i, len(text) - len(pattern)) + len(pattern))
 
 
+def _empty_at_offset(function: str) -> Any:
+    """cel-go v0.29's ext/strings.go indexOfOffset / lastIndexOfOffset: the empty string is found at the offset,
+    which must not be negative, clamped to the end (v0.26 returns any offset as it is)."""
+    older = FUNCS[(function, True)]
+
+    def newer(s: object, sub: object, start: object) -> Any:
+        if isinstance(s, str) and sub == "" and type(sub) is str:
+            i = _int(start)
+            if i < 0:
+                fail(f"index out of range: {i}")
+            return min(i, len(s))
+        return older(s, sub, start)
+
+    return newer
+
+
+FUNCS[("indexOf@v0.29", True)] = _empty_at_offset("indexOf")
+FUNCS[("lastIndexOf@v0.29", True)] = _empty_at_offset("lastIndexOf")
+
+
 _ASCII_UPPER = {c: c + 32 for c in range(65, 91)}
 _ASCII_LOWER = {c: c - 32 for c in range(97, 123)}
 
@@ -329,12 +349,12 @@ def _substring(s: object, start: object, *end: object) -> str:
     text = _str(s)
     a = _int(start)
     b = _int(end[0]) if end else len(text)
+    if end and a > b:  # cel-go ext/strings.go substrRange checks the order first
+        fail(f"invalid substring range. start: {a}, end: {b}")
     if a < 0 or a > len(text):
         fail(f"index out of range: {a}")
     if b < 0 or b > len(text):
         fail(f"index out of range: {b}")
-    if a > b:
-        fail(f"invalid substring range. start: {a}, end: {b}")
     return text[a:b]
 
 

@@ -42,11 +42,15 @@ _NULLABLE = frozenset({"kubernetes.Quantity", "kubernetes.Semver", "kubernetes.U
 TIMESTAMP, DURATION = Type("google.protobuf.Timestamp"), Type("google.protobuf.Duration")
 
 
+# cel-go checker/format.go FormatCELType names these kinds by their short names in messages
+_DISPLAY = {"null_type": "null", "google.protobuf.Timestamp": "timestamp", "google.protobuf.Duration": "duration"}
+
+
 def display(t: Type) -> str:
-    """A type as cel-go's checker messages print it (FormatCELType): the null type is `null` there."""
+    """A type as cel-go's checker messages print it (FormatCELType): `null`, `timestamp`, `duration`."""
     if t.params:
         return f"{t.name}({', '.join(display(p) for p in t.params)})"
-    return "null" if t.name == "null_type" else t.name
+    return _DISPLAY.get(t.name, t.name)
 
 
 def list_of(t: Type) -> Type:
@@ -75,6 +79,7 @@ TYPE_NAMES = {
 }
 TYPE_NAMES["type"] = type_of(DYN)
 TYPE_NAMES["google.protobuf.Timestamp"], TYPE_NAMES["google.protobuf.Duration"] = TIMESTAMP, DURATION
+TYPE_NAMES["optional_type"] = optional_of(DYN)  # cel.OptionalTypes() declares the type's name (cel/library.go)
 
 #: type variable name -> what it is bound to (cel-go ``checker/mapping.go``)
 Mapping = dict[str, Type]

@@ -69,30 +69,39 @@ def _homogeneous(text: str, c: Checked, e: ast.Expr, *, exempt: bool) -> None:
     if not exempt and isinstance(e, ast.ListExpr):
         first: t.Type | None = None
         for i, el in enumerate(e.elements):
-            ty = _entry_type(c, el, i in e.optional)
+            ty = _entry_type(text, c, el, i in e.optional)
             if first is None:
                 first = ty
             elif ty != first:
-                raise error_at(text, el.pos, f"expected type '{first}' but found '{ty}'")
+                raise error_at(text, el.pos, f"expected type '{t.display(first)}' but found '{t.display(ty)}'")
     if not exempt and isinstance(e, ast.MapExpr):
         kt: t.Type | None = None
         vt: t.Type | None = None
         for i, (k, v) in enumerate(e.entries):
-            kty, vty = c.type_of(k), _entry_type(c, v, i in e.optional)
+            kty, vty = c.type_of(k), _entry_type(text, c, v, i in e.optional)
             if kt is None or vt is None:
                 kt, vt = kty, vty
                 continue
             if kty != kt:
-                raise error_at(text, k.pos, f"expected type '{kt}' but found '{kty}'")
+                raise error_at(text, k.pos, f"expected type '{t.display(kt)}' but found '{t.display(kty)}'")
             if vty != vt:
-                raise error_at(text, v.pos, f"expected type '{vt}' but found '{vty}'")
+                raise error_at(text, v.pos, f"expected type '{t.display(vt)}' but found '{t.display(vty)}'")
     for child in ast.children(e):
         _homogeneous(text, c, child, exempt=exempt)
 
 
-def _entry_type(c: Checked, e: ast.Expr, optional: bool) -> t.Type:
+def _entry_type(text: str, c: Checked, e: ast.Expr, optional: bool) -> t.Type:
     ty = c.type_of(e)
-    return ty.params[0] if optional and ty.name == "optional_type" else ty
+    if not optional:
+        return ty
+    if ty.name != "optional_type":
+        # the checker lets a dyn entry through (`[?dyn(x)]`); the validator then takes its type parameter, which
+        # dyn has not: cel-go panics ("index out of range [0] with length 0", cel/validator.go
+        # homogeneousAggregateLiteralValidator) and kube-apiserver answers 500, so no such selector is ever stored
+        raise error_at(text, e.pos, f"an optional entry must have an optional type, not '{t.display(ty)}' "
+                                    "(kube-apiserver's CEL validator crashes on it: HTTP 500)",
+                       hint="give the entry an optional type: optional.of(x), m.?field or l[?i]")
+    return ty.params[0]
 
 
 # -- ext.Strings' format() validator -----------------------------------------------------------------------
@@ -198,7 +207,14 @@ def _fold(c: Checked, e: ast.Expr) -> bool:
     if isinstance(e, ast.Const):
         return True
     if isinstance(e, ast.Ident):
-        return c.type_of(e).name == "type"  # `int`: the checker resolved it to a type value
+        if c.type_of(e).name != "type":
+            return False
+        if e.name not in t.TYPE_NAMES:
+            # cel-go's planCheckedIdent plans an identifier typed `type(T)` as a type name to look up in the type
+            # provider; a variable (cel.bind's, a macro's) holding a type is none, so the program is never built,
+            # even when the variable is unused: cel.bind's expansion reads it in its loop step
+            raise CelCompileError(f"program instantiation failed: reference to undefined type: {e.name}")
+        return True  # `int`: the checker resolved it to a type value
     if isinstance(e, ast.Call) and e.target is None and e.function in ("_[_]", "_[?_]") and len(kids) == 2 and kids[1]:
         _qualifier(c, e.args[1])
         return False

@@ -29,6 +29,23 @@ def no_overload() -> NoReturn:
     raise CelRuntimeError("no such overload")
 
 
+class Broken:
+    """An error held as a value. cel-go v0.26 can put a ``*types.Err`` inside an optional (``runtime``'s
+    ``read_variable``): the optional has a value, and the error surfaces only where that value is used."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: CelRuntimeError) -> None:
+        self.error = error
+
+
+def unbroken(v: object) -> object:
+    """``v``, or its error raised if it is :class:`Broken`."""
+    if type(v) is Broken:
+        raise v.error
+    return v
+
+
 class Optional:
     """CEL ``optional_type``: a value or none."""
 
@@ -136,7 +153,7 @@ def equals(a: object, b: object, *, top: bool = True) -> bool:
                 return False
         return True
     if type(a) is Optional and type(b) is Optional:
-        return a.present == b.present and (not a.present or equals(a.value, b.value))
+        return a.present == b.present and (not a.present or equals(unbroken(a.value), unbroken(b.value)))
     return a == b
 
 
@@ -212,6 +229,19 @@ def check_uint(v: int) -> UintType:
     if not 0 <= v <= UINT64_MAX:
         fail("unsigned integer overflow")
     return UintType(v)
+
+
+def go_text(v: object) -> str:
+    """A CEL value as Go's ``%v`` prints cel-go's value in an error message (the scalars; others by type)."""
+    if type(v) is bool:
+        return "true" if v else "false"
+    if type(v) in (int, UintType, str):
+        return str(v) if type(v) is str else str(int(v))  # type: ignore[call-overload]
+    if type(v) is float:
+        return format_double(v)  # fmt's %v of a float64 is strconv's shortest 'g'
+    if v is None:
+        return "0"  # types.Null is structpb.NullValue, an int32 enum: %v prints its number
+    return type_name(v)
 
 
 def format_double(f: float) -> str:

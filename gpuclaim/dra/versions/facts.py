@@ -131,6 +131,11 @@ class Limits:
     cel_cost: int = 1_000_000
 
 
+#: minor -> the cel-go minor its DRA library and apiserver pin (D34-D36/go.mod: v0.26.0; D37/go.mod:12: v0.29.2).
+#: Both environments of a release run on it: kube-apiserver and kube-scheduler are built from the same go.mod.
+CEL_GO: Mapping[int, int] = MappingProxyType({34: 26, 35: 26, 36: 26, 37: 29})
+
+
 LIMITS: Mapping[int, Limits] = MappingProxyType({
     34: Limits(4, 128, None, True, 32, 32, None, 1024, None, None),
     35: Limits(16, 128, 64, False, 8, 32, 2, None, None, None),

@@ -171,6 +171,7 @@ class KubernetesModel:
             # before 1.38; DRA adds IncludesOption() at 1.36 with DRAListTypeAttributes (D37/cel/compile.go:651-658)
             includes=lists_types or compat >= 37,
             list_attributes=lists_types,
+            cel_go=facts.CEL_GO[self.minor],
         )
 
     @cached_property
@@ -182,6 +183,7 @@ class KubernetesModel:
             includes=self.minor >= 36,
             # 0.37 reads list values whatever the gate (D37/cel/compile.go:292-328); 0.36 only with it on
             list_attributes=self.minor >= 37 or (self.minor == 36 and self.gate("DRAListTypeAttributes")),
+            cel_go=facts.CEL_GO[self.minor],
         )
 
     # -- API ----------------------------------------------------------------------------------------------

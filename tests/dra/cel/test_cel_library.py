@@ -114,7 +114,7 @@ def test_first_and_last_are_optional_types_so_every_apiserver_has_them(expr: str
 RUNTIME_ERRORS = [
     ("9223372036854775807 * 2", "integer overflow"), ("-9223372036854775808 - 1", "integer overflow"),
     ("0u - 1u", "unsigned integer overflow"), ("1 % 0", "modulus by zero"), ("1 / 0", "division by zero"),
-    ("[1][3]", "out of range"), ("{'a': 1}.b", "no such key: b"), ("{'a': 1}['b']", "no such key: b"),
+    ("[1][3]", "index out of bounds: 3"), ("{'a': 1}.b", "no such key: b"), ("{'a': 1}['b']", "no such key: b"),
     ("optional.none().value()", "optional.none() dereference"), ("'abc'.substring(2, 1)", "invalid substring"),
     ("'abc'.charAt(9)", "index out of range"),
     ("quantity('1Ei').add(quantity('1')).asInteger() > 0", "cannot convert value to integer"),

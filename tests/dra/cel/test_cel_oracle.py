@@ -29,6 +29,7 @@ from oracle_grammar import (
     expressions,
     free_type_selectors,
     mutated_time_literals,
+    optional_selectors,
     selectors,
     time_expressions,
     time_selectors,
@@ -83,6 +84,8 @@ def test_corpus_gpuclaim_gives_upstreams_verdict(case: dict[str, Any]) -> None:
     ours = _ours(case)
     assert verdict(ours) == verdict(case["upstream"]), case.get("note")
     assert same_cost(ours, case["upstream"]), (ours.get("maxCost"), case["upstream"].get("maxCost"))
+    if case.get("words") and "error" in case["upstream"]:
+        assert ours["error"] == case["upstream"]["error"], case.get("note")  # upstream's words, not just its stage
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -186,7 +189,7 @@ def _batches(total: int, size: int = 1000) -> Any:
     from hypothesis.errors import NonInteractiveExampleWarning
 
     strategy = st.tuples(st.one_of(selectors(depth=4), selectors(), free_type_selectors(), time_selectors(),
-                                   time_selectors(depth=3)), devices())
+                                   time_selectors(depth=3), optional_selectors(depth=3)), devices())
     done = 0
     while done < total:
         with warnings.catch_warnings():

@@ -20,13 +20,14 @@ import sys
 sys.path.insert(0, {here!r})
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle_grammar import devices, expressions, free_type_selectors, selectors
+from oracle_grammar import devices, expressions, free_type_selectors, optional_selectors, selectors
 
 out = []
 
 @settings(max_examples=300, derandomize=True, database=None, deadline=None,
           suppress_health_check=list(HealthCheck))
-@given(case=st.tuples(st.one_of(selectors(), expressions(), free_type_selectors()), devices()))
+@given(case=st.tuples(st.one_of(selectors(), expressions(), free_type_selectors(), optional_selectors()),
+                      devices()))
 def draw(case):
     expr, d = case
     out.append(repr((expr, d.driver, sorted(d.attributes.items(), key=str), sorted(map(str, d.capacity.items())))))
