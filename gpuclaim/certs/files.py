@@ -9,7 +9,6 @@ present; every open connection keeps the certificate it was set up with, so noth
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import os
@@ -22,6 +21,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gpuclaim.certs import context, material
+from gpuclaim.tasks import running
 
 log = logging.getLogger("gpuclaim.certs")
 
@@ -154,13 +154,8 @@ class CertReloader:
 
     async def cleanup_ctx(self, _app: object) -> AsyncIterator[None]:
         """For `app.cleanup_ctx.append(reloader.cleanup_ctx)`: the poll task lives as long as the app."""
-        task = asyncio.create_task(self.run(), name="gpuclaim-certs-reload")
-        try:
+        async with running(self.run(), "gpuclaim-certs-reload"):
             yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def run(self) -> None:
         """Poll forever; cancel to stop. Errors are logged, never raised (the old pair keeps serving)."""

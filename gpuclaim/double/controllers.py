@@ -36,6 +36,7 @@ from typing import Any
 
 from gpuclaim.kube.backoff import Backoff
 from gpuclaim.kube.client import ApiError, ApiUnavailable, KubeClient
+from gpuclaim.tasks import stop_all
 
 Obj = dict[str, Any]
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -100,11 +101,7 @@ class ResourceClaimController:
         self._tasks.append(asyncio.create_task(self._loop(), name="gpuclaim-double-resourceclaim-controller"))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_all(self._tasks)
         self._tasks.clear()
 
     async def _watch(self, path: str) -> None:

@@ -9,7 +9,6 @@ single-yield ``cleanup_ctx`` generators (as the webhook's app owns its cluster v
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import ssl
@@ -24,6 +23,7 @@ from gpuclaim.dra.config import Config
 from gpuclaim.serving import clientauth
 from gpuclaim.serving import metrics as serving_metrics
 from gpuclaim.serving import run as serving
+from gpuclaim.tasks import running
 
 from . import handlers, keys
 from .metrics import ExtenderMetrics
@@ -128,13 +128,8 @@ def _watch_cluster(app: web.Application, config: Config, api: Any, registry: Col
             await client.close()
 
     async def warm_ctx(_app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(_keep_warm(cache, view), name="gpuclaim-extender-warm")
-        try:
+        async with running(_keep_warm(cache, view), "gpuclaim-extender-warm"):
             yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     app.cleanup_ctx.append(cache_ctx)
     app.cleanup_ctx.append(warm_ctx)

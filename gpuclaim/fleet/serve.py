@@ -8,7 +8,6 @@ of 5,000 nodes) never holds the event loop long; a request flushes what little i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -19,6 +18,7 @@ from aiohttp import web
 from gpuclaim.dra.config import Config
 from gpuclaim.fleet import access as fleet_access
 from gpuclaim.fleet import api, model
+from gpuclaim.tasks import running
 
 log = logging.getLogger(__name__)
 FLUSH_STEP = 20  # nodes per step: 1.6 ms a node of 8 GPUs measured on the loaded machine, so ~30 ms a step
@@ -57,14 +57,9 @@ def attach(parent: web.Application, config: Config, *, cache: Any, client: Any, 
             await asyncio.sleep(0 if left else FLUSH_PERIOD)  # more to do: let requests in between, then go on
 
     async def ctx(parent: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(keep_current(), name="gpuclaim-fleet-index")
-        try:
+        async with running(keep_current(), "gpuclaim-fleet-index"):
             async for _ in serve(parent):
                 yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     parent.cleanup_ctx.append(ctx)
     return index

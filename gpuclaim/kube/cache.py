@@ -13,7 +13,6 @@ Objects handed out are the cache's own: treat them as read-only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -33,6 +32,7 @@ from gpuclaim.kube.owned import OwnedCount
 from gpuclaim.kube.reflector import Obj, Reflector, WatchSpec
 from gpuclaim.kube.sharing import Interner
 from gpuclaim.kube.version import ClusterVersion
+from gpuclaim.tasks import stop_all
 
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=gpuclaim"
 Subscriber = Callable[[str, str, Obj], None]  # (kind, event type, object)
@@ -160,11 +160,7 @@ class ClusterCache:
             await version.refresh(self.client)
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_all(self._tasks)
         self._tasks.clear()
 
     async def wait_synced(self, within: float | None = None) -> None:

@@ -8,12 +8,10 @@ view (list+watch), which starts only when a kube ApiConfig is given.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import logging
 import ssl
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -23,6 +21,7 @@ from gpuclaim.certs.files import CertReloader
 from gpuclaim.dra.config import Config
 from gpuclaim.serving import metrics as serving_metrics
 from gpuclaim.serving import run as serving
+from gpuclaim.tasks import running
 from gpuclaim.webhook import admit, handlers, keys
 from gpuclaim.webhook.metrics import WebhookMetrics
 
@@ -38,18 +37,6 @@ async def _freeze_when_synced(cache: Any) -> None:
     p99 budget of an admission; after gc.freeze() the pause seen under load was 2.5 ms."""
     await cache.wait_synced(None)
     gc.freeze()
-
-
-@contextlib.asynccontextmanager
-async def _running(work: Coroutine[Any, Any, None], name: str) -> AsyncIterator[None]:
-    """A task that lives as long as the block: cancelled, and awaited, when the block ends."""
-    task = asyncio.create_task(work, name=name)
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
@@ -79,7 +66,7 @@ async def _cluster_view(app: web.Application) -> AsyncIterator[None]:
     await cache.start()
     state.context = admit.Context(config=config, cluster=cache, client=client, mixed=mixed)
     try:
-        async with _running(_freeze_when_synced(cache), "gpuclaim-webhook-gc-freeze"):
+        async with running(_freeze_when_synced(cache), "gpuclaim-webhook-gc-freeze"):
             yield
     finally:
         state.context = admit.Context(config=config)
@@ -129,7 +116,7 @@ async def _garbage_collection(app: web.Application) -> AsyncIterator[None]:
     state.gc = collector
     cache = state.context.cluster
     try:
-        async with _running(garbage.run(collector, elector, interval=gc_config.interval_seconds,
+        async with running(garbage.run(collector, elector, interval=gc_config.interval_seconds,
                                         synced=lambda: cache.wait_synced(None)), "gpuclaim-webhook-gc"):
             yield
     finally:
@@ -162,7 +149,7 @@ async def _quota_controller(app: web.Application) -> AsyncIterator[None]:
     controller = quota_controller.QuotaController(
         state.context.client, conversion=config.conversion, classes=lambda: cache.inventory.parsed_classes(),
         registry=app[keys.REGISTRY], model=(lambda: cache.version.model) if cache.version is not None else None)
-    async with _running(quota_controller.run(controller, elector, interval=config.quota.interval_seconds,
+    async with running(quota_controller.run(controller, elector, interval=config.quota.interval_seconds,
                                              synced=lambda: cache.wait_synced(None)), "gpuclaim-webhook-quota"):
         yield
 
