@@ -103,7 +103,8 @@ class Features:
     @property
     def rescans_from_first_device(self) -> bool:
         """0.34 and 0.35: each further device of a request is searched from the first device of the first pool,
-        so a device that allows multiple allocations can take a second share in the same request (D35/…/
+        so a device that allows multiple allocations can take a second share in the same request, and a device
+        passed over can be picked after a later one (D35/…/
         experimental/allocator_experimental.go:1024-1032). 0.36+ go on after the device just picked
         (``startLocation``, D36/…/experimental/allocator_experimental.go:1017-1033, 1191-1217)."""
         return self.minor <= 35

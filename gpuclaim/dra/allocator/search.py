@@ -32,7 +32,15 @@ from gpuclaim.dra.quantity import Quantity
 from .capacity import NO_SHARES, CapacityError, SharedUsage, consumption, fits
 from .model import DEFAULT_FEATURES, AllocationOutcome, ClaimAllocation, Features
 from .pools import Candidate, NodeInfo, NodePools, device_node_binding, gather_pools
-from .prepare import MAX_DEVICES_PER_CLAIM, AllocationError, Alternative, Compiler, PreparedClaim, Preparer
+from .prepare import (
+    MAX_DEVICES_PER_CLAIM,
+    AllocationError,
+    Alternative,
+    Compiler,
+    DistinctAttribute,
+    PreparedClaim,
+    Preparer,
+)
 
 DEFAULT_MAX_STEPS = 200_000
 _NO_SET: frozenset[int] = frozenset()
@@ -145,10 +153,13 @@ class _Search:
                 continue
             if not self.take(c, alt, candidate, must=False, d=d):
                 continue
-            # Where upstream rescans from the first device, the devices before i were already tried at this depth
-            # (constraints, counters and capacity do not depend on the order of picks), so only the device just
-            # picked is new to the next depth: a shared one may take a second share.
-            after = i if self.rescan and self._multi(candidate) else i + 1
+            # Where upstream rescans from the first device (0.34, 0.35), the next depth does too when the order of
+            # picks can matter: a shared device may take a second share, and under 0.35's distinctAttribute (one
+            # value per request, the last added) a device passed over here may fit after a later pick. Otherwise
+            # every device before i was tried at this depth already and failed the same way in any order, and
+            # rescanning would only try the permutations of what failed (an unsatisfiable search grows from
+            # n-choose-k to n!/(n-k)!).
+            after = 0 if self.rescan and (self._multi(candidate) or _order_bound(alt)) else i + 1
             try:
                 done = self.one(c, r, s, d + 1, in_sub, after)
             except BaseException:
@@ -462,3 +473,8 @@ def allocated_devices(claims: Iterable[ResourceClaim], *, shares_apart: bool = F
             if not result.admin_access:
                 out.add(result.id)
     return out
+
+
+def _order_bound(alt: Alternative) -> bool:
+    """A constraint of ``alt`` whose verdict depends on the order of picks: 0.35's distinctAttribute."""
+    return any(isinstance(c, DistinctAttribute) and c.keyed and not c.same_device for c in alt.constraints)
