@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import sys
 import time
@@ -92,12 +91,10 @@ class Connection:
 def thread_cpu_ms(pid: int) -> tuple[float, float]:
     """CPU time (user + system) of process `pid`'s main thread, which runs the event loop, and of its other threads
     together, from /proc (clock ticks: 10 ms steps)."""
-    tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
     main, others = 0.0, 0.0
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            spent = (int(fields[11]) + int(fields[12])) * tick_ms  # utime, stime: fields 14 and 15 of stat(5)
+            spent = procs.cpu_seconds(pid, int(task.name)) * 1000
             if task.name == str(pid):
                 main = spent
             else:

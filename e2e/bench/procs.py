@@ -1,8 +1,9 @@
-"""What the fleet-scale benchmarks share about processes: the API double serving a generated fleet, and RSS."""
+"""What the benchmarks share about processes: the API double serving a generated fleet, RSS and CPU time."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,6 +29,14 @@ def serving_double(data: Path, work: Path) -> Iterator[str]:
         server.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.wait(timeout=30)
+
+
+def cpu_seconds(pid: int | str = "self", thread: int | None = None) -> float:
+    """User + system CPU time a process (or one of its threads) used so far, from /proc/<pid>[/task/<tid>]/stat
+    (clock ticks: 10 ms steps): a per-request or per-pod cost independent of how busy the machine is."""
+    stat = Path(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat")
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15 of stat(5)
 
 
 def rss_mb(pid: int | str = "self", field: str = "VmRSS") -> float:

@@ -34,6 +34,7 @@ the version the cluster's /version reports.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
 import shutil
@@ -46,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from e2e.bench import procs
 from e2e.kube import build, install
 from e2e.kube.api import Api, collection
 from e2e.kube.cluster import stop_procs
@@ -158,15 +160,11 @@ def _per_pod(cpu_s: list[dict[str, float]], pods: int) -> dict[str, float]:
 def _cpu_seconds(stack: Stack) -> dict[str, float]:
     """CPU seconds (user + system) each process of the stack has used so far, from /proc: on two shared cores a
     throughput ratio moves with the machine's load, the CPU each component spends per pod much less."""
-    ticks = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
     pids = [(name, proc.pid) for name, proc in [*stack.plane.procs.items(), *stack.gpuclaim.procs.items()]]
     for name, pid in [*pids, ("bench", os.getpid())]:  # the bench's own polling of the pods is on the cores too
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[name] = (int(fields[11]) + int(fields[12])) / ticks
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            out[name] = procs.cpu_seconds(pid)
     return out
 
 

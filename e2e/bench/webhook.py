@@ -33,6 +33,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from e2e.bench.procs import cpu_seconds
 from gpuclaim.certs import client_context
 from gpuclaim.double import tls as selfsigned
 
@@ -159,18 +160,11 @@ async def _fixed_rate(session: aiohttp.ClientSession, url: str, body: Callable[[
     return latencies
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process used so far (Linux /proc): per-request cost independent of how busy
-    the machine is, unlike requests per second."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _measured(pid: int, run: Callable[[], Any], count: Callable[[], int]) -> tuple[Any, float]:
     """Run a phase; return its result and the server's CPU milliseconds per request in it."""
-    before, n0 = _cpu_seconds(pid), count()
+    before, n0 = cpu_seconds(pid), count()
     result = await run()
-    return result, (_cpu_seconds(pid) - before) * 1000 / max(1, count() - n0)
+    return result, (cpu_seconds(pid) - before) * 1000 / max(1, count() - n0)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -285,11 +279,11 @@ async def _interleaved(pids: tuple[int, int], phases: tuple[Callable[[], Any], C
     for _ in range(rounds):
         rates = []
         for i, phase in enumerate(phases):
-            before_cpu, before_n, started = _cpu_seconds(pids[i]), REQUESTS[0], time.perf_counter()
+            before_cpu, before_n, started = cpu_seconds(pids[i]), REQUESTS[0], time.perf_counter()
             await phase()
             seconds[i] += time.perf_counter() - started
             requests[i] += REQUESTS[0] - before_n
-            cpu[i] += _cpu_seconds(pids[i]) - before_cpu
+            cpu[i] += cpu_seconds(pids[i]) - before_cpu
             rates.append((REQUESTS[0] - before_n) / (time.perf_counter() - started))
         ratios.append(rates[0] / rates[1])
     result = tuple((requests[i] / seconds[i], cpu[i] * 1000 / max(1, requests[i])) for i in range(2))
