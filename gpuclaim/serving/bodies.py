@@ -6,11 +6,11 @@ Each connection's body bound (`connections.read_body`) limits how long a body ma
 512 Mi). `middleware` charges each request with a body its declared size (`client_max_size` when it has no
 length or is compressed: that is what `read` may take) from the request's start until its answer is written,
 and the answer's size while it is written (an answer the client does not read stays in memory until the
-connection's write bound drops it). The answer is written in steps of `WRITE_STEP` bytes, each after the
-transport has taken the last: asyncio's TLS layer encrypts at once all it is given, whether the client reads or
-not, so an answer handed over whole is held three times (its bytes, aiohttp's copy joined to the head, the
-encrypted copy) and encrypted in one call on the event loop; in steps, an unread one stops at the transport's
-high-water mark, where the write bound sees the pause.
+connection's write bound drops it). An answer past `WRITE_STEP` bytes is written in steps of that size, each
+after the transport has taken the last (a smaller one goes out with its head in one write): asyncio's TLS layer
+encrypts at once all it is given, whether the client reads or not, so an answer handed over whole is held three
+times (its bytes, aiohttp's copy joined to the head, the encrypted copy) and encrypted in one call on the event
+loop; in steps, an unread one stops at the transport's high-water mark, where the write bound sees the pause.
 
 Past the budget it answers without reading the body, and closes the connection without reading the rest either
 (reading a refused body would be work the flooding client chose):
@@ -131,6 +131,13 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
 
 
 async def _write_in_steps(request: web.Request, response: web.Response, body: bytes) -> web.StreamResponse:
+    if len(body) <= WRITE_STEP:
+        # one step: the response itself, whose head aiohttp joins to the body in one write. A StreamResponse sends
+        # its head at prepare, so each answer took two TLS records and two sends, each waking the client: in the
+        # scheduler bench (2026-11-27) a third of the extender's wall time was in those sends
+        await response.prepare(request)
+        await response.write_eof()
+        return response
     stream = web.StreamResponse(status=response.status, reason=response.reason, headers=response.headers)
     stream.content_length = len(body)
     await stream.prepare(request)
