@@ -22,9 +22,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from gpuclaim.dra.config import ConnectionTimeouts, split_listen
-from gpuclaim.serving import bodies
+from gpuclaim.serving import bodies, collector
 from gpuclaim.serving.connections import BOUNDS, BoundedSite, Bounds
 from gpuclaim.serving.metrics import ConnectionMetrics, create_metrics_app
+from gpuclaim.tasks import running
 
 log = logging.getLogger("gpuclaim.serving")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -153,7 +154,9 @@ async def serve(app: web.Application, *, listen: str, metrics_listen: str | None
         log.info("serving", extra={"urls": urls})
         if on_started is not None:
             on_started(urls)
-        await stop.wait()
+        watch = collector.CollectorWatch(registry, idle=lambda: not lifecycle.in_flight)
+        async with running(watch.run(), "gpuclaim-gc-watch"):
+            await stop.wait()
         log.info("stopping: no new connections, in-flight requests get the grace period",
                  extra={"grace_period_s": grace_period})
         lifecycle.stopping = True
