@@ -128,7 +128,7 @@ def select(v: Any, field: str) -> Any:
         found, value = lookup(v, field)
         if not found:
             fail(f"no such key: {field}")
-        return value
+        return unbroken(value)
     if type(v) is RuntimeDevice:
         return getattr(v, field)
     if type(v) is Optional:
@@ -157,7 +157,9 @@ def _unqualifiable(v: Any, key: Any, *, presence: bool) -> Any:
 def has_field(v: Any, field: str) -> bool:
     """``has(v.field)`` where ``v`` is not ``device`` or one of its maps (those the runtime answers itself)."""
     if isinstance(v, Mapping):
-        return contains_key(v, field)
+        found, value = lookup(v, field)
+        unbroken(value)  # cel-go's presence test reads the value: an error kept there fails it
+        return found
     if type(v) is Optional:
         return v.present and has_field(unbroken(v.value), field)
     return bool(_unqualifiable(v, field, presence=True).present)
@@ -168,7 +170,7 @@ def optional_select(v: Any, field: str) -> Optional:
         return optional_select(unbroken(v.value), field) if v.present else NONE
     if isinstance(v, Mapping):
         found, value = lookup(v, field)
-        return Optional(value, True) if found else NONE
+        return Optional(unbroken(value), True) if found else NONE
     if type(v) is RuntimeDevice:
         return Optional(getattr(v, field), True)
     return _unqualifiable(v, field, presence=True)  # type: ignore[no-any-return]
@@ -181,12 +183,12 @@ def index(c: Any, k: Any) -> Any:
         i = list_index(k)
         if not 0 <= i < len(c):
             fail(f"index out of bounds: {i}")  # cel-go plans `_[_]` as an attribute: refQualify's missingIndex
-        return c[i]
+        return unbroken(c[i])
     if isinstance(c, Mapping):
         found, value = lookup(c, k)
         if not found:
             fail(f"no such key: {go_text(k)}")
-        return value
+        return unbroken(value)
     return _unqualifiable(c, k, presence=False)
 
 
@@ -206,10 +208,10 @@ def optional_index(c: Any, k: Any) -> Optional:
         return optional_index(unbroken(c.value), k) if c.present else NONE
     if isinstance(c, list | tuple):
         i = list_index(k)
-        return Optional(c[i], True) if 0 <= i < len(c) else NONE
+        return Optional(unbroken(c[i]), True) if 0 <= i < len(c) else NONE
     if isinstance(c, Mapping):
         found, value = lookup(c, k)
-        return Optional(value, True) if found else NONE
+        return Optional(unbroken(value), True) if found else NONE
     return NONE  # a presence test on a value that has no entries (refQualify): absent
 
 

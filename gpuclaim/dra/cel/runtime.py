@@ -85,6 +85,12 @@ _SIZER = (bytes, str, list, tuple)  # and maps
 _CONVERSION_FUNCTIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
 
 
+def _is_attribute(e: ast.Expr) -> bool:
+    """Whether cel-go plans `e` as an attribute (interpreter/planner.go): a name, or a selection of one."""
+    return isinstance(e, ast.Ident | ast.Select) or (
+        isinstance(e, ast.Call) and e.target is None and e.function in ("_[_]", "_[?_]", "_?._"))
+
+
 def _has_trait(v: Any, types: tuple[type, ...]) -> bool:
     return type(v) in types or (types is _SIZER and isinstance(v, Mapping))
 
@@ -136,7 +142,7 @@ class _Compiler:
                     return lambda env: tv
                 if name == "device":
                     return lambda env: env[name]
-                return self.read_variable(lambda env: env[name])  # a macro's variable
+                return self.read_variable(lambda env: unbroken(env[name]))  # a macro's variable (an element)
             case ast.Select():
                 o, field = self.build(e.operand), e.field
                 if e.test_only:
@@ -152,6 +158,7 @@ class _Compiler:
                     return has
                 if self.c.type_of(e.operand) == t.DEVICE:
                     return lambda env: getattr(o(env), field)
+                o = self.qualified(e.operand, o)
                 return lambda env: ops.select(o(env), field)
             case ast.ListExpr():
                 items = [self.build(x) for x in e.elements]
@@ -167,7 +174,7 @@ class _Compiler:
                             elif type(v) is not Optional:
                                 fail(f"cannot initialize optional list element from non-optional value {go_text(v)}")
                             elif v.present:
-                                out.append(unbroken(v.value))  # cel-go keeps the error as the element
+                                out.append(v.value)  # cel-go keeps an error as the element: it fails where read
                         return out
 
                     return make_list
@@ -191,7 +198,7 @@ class _Compiler:
                             if not v.present:
                                 out.pop(k, None)  # cel-go deletes the key (evalMap.Eval)
                                 continue
-                            v = unbroken(v.value)
+                            v = v.value  # cel-go keeps an error as the entry's value: it fails where read
                         out[k] = v  # a repeated key: the last one wins, as in cel-go
                     return out
 
@@ -316,13 +323,13 @@ class _Compiler:
             a, b = args
             return lambda env: ops.contains(a(env), b(env))
         if fn == "_[_]":
-            a, b = args
+            a, b = self.qualified(e.args[0], args[0]), args[1]
             return lambda env: ops.index(a(env), b(env))
         if fn == "_[?_]":
-            a, b = args
+            a, b = self.qualified(e.args[0], args[0]), args[1]
             return lambda env: ops.optional_index(a(env), b(env))
         if fn == "_?._":
-            a, field = args[0], e.args[1].value  # type: ignore[union-attr]
+            a, field = self.qualified(e.args[0], args[0]), e.args[1].value  # type: ignore[union-attr]
             return lambda env: ops.optional_select(a(env), field)  # type: ignore[arg-type]
         if fn in ("or", "orValue") and e.target is not None and len(args) == 1:
             # cel-go evaluates optional or/orValue lazily (cel/library.go evalOptionalOr, evalOptionalOrValue): the
@@ -402,6 +409,23 @@ class _Compiler:
 
         def resolve(env: dict[str, Any]) -> Any:
             v = read(env)
+            if type(v) is Optional and v.present:
+                return Optional(_go_round_trip(v.value), True)
+            return v
+
+        return resolve
+
+    def qualified(self, operand: ast.Expr, value: Fn) -> Fn:
+        """The operand of a field or index selection. cel-go v0.26 plans a selection of a value that is not an
+        attribute itself (a call's result: ``optional.of(x).?a``) as a relative attribute, whose applyQualifiers
+        takes a present optional apart as ``read_variable`` describes: a quantity or semver inside fails with
+        cel-go's conversion error. A selection of an attribute (a variable, a field, an index) goes on within the
+        same attribute, and a variable is taken apart where it is read."""
+        if self.cel_go >= 29 or _is_attribute(operand):
+            return value
+
+        def resolve(env: dict[str, Any]) -> Any:
+            v = value(env)
             if type(v) is Optional and v.present:
                 return Optional(_go_round_trip(v.value), True)
             return v

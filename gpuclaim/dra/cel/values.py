@@ -143,18 +143,30 @@ def equals(a: object, b: object, *, top: bool = True) -> bool:
         return False
     if isinstance(a, list | tuple):
         other_items = cast("list[Any] | tuple[Any, ...]", b)  # same type as a, or both sequences (checked above)
-        return len(a) == len(other_items) and all(equals(x, y) for x, y in zip(a, other_items, strict=False))
+        return len(a) == len(other_items) and all(_kept_equal(x, y) for x, y in zip(a, other_items, strict=False))
     if isinstance(a, Mapping):
         if len(a) != len(b):  # type: ignore[arg-type]
             return False
         for k, v in a.items():
             found, other = lookup(b, k)  # type: ignore[arg-type]
-            if not found or not equals(v, other, top=False):
+            if not found or not _kept_equal(v, other, top=False):
                 return False
         return True
     if type(a) is Optional and type(b) is Optional:
         return a.present == b.present and (not a.present or equals(unbroken(a.value), unbroken(b.value)))
     return a == b
+
+
+def _kept_equal(a: object, b: object, *, top: bool = True) -> bool:
+    """Elements of two lists or maps: cel-go's list and map Equal stop only at an element comparison that is
+    false (common/types/list.go, map.go), so one that is an error (a semver against an int, an error kept as an
+    element, `Broken`) does not make them unequal."""
+    if type(a) is Broken or type(b) is Broken:
+        return True
+    try:
+        return equals(a, b, top=top)
+    except CelRuntimeError:
+        return True
 
 
 def contains_key(m: Mapping[Any, Any], key: object) -> bool:
