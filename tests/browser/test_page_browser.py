@@ -4,8 +4,8 @@ The page is served as the fleet port serves it (render_page, the package's stati
 default-src 'self'``), with /api/v1/fleet answering from a snapshot the test sets and recording the queries the
 page sends. These tests hold the page's own behaviour: cells per state with text labels, the tooltip, the keyboard,
 redraw on a new revision without a reload, the filter form's query, errors shown, and the render time at
-5,000 nodes x 8 GPUs. tests/browser/test_fleet_stack.py runs the page on the real API (demo stack, real control
-plane).
+5,000 nodes x 8 GPUs. tests/browser/test_fleet_demo_browser.py runs the page on the demo stack, and
+tests/realkube/test_realkube_fleet_page.py on the real control plane.
 """
 
 from __future__ import annotations
