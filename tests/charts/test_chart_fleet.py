@@ -35,7 +35,7 @@ def test_the_extender_serves_the_fleet_on_its_own_port_and_the_service_exposes_i
     assert "--fleet-listen=0.0.0.0:9444" in container["args"]
     assert {"name": "fleet", "containerPort": 9444, "protocol": "TCP"} in container["ports"]
     ports = {p["name"]: p for p in rendered.one("Service", "-extender")["spec"]["ports"]}
-    assert ports["fleet"] == {"name": "fleet", "port": 443, "targetPort": "fleet", "protocol": "TCP"}
+    assert ports["fleet"] == {"name": "fleet", "port": 8080, "targetPort": "fleet", "protocol": "TCP"}
     # never on the webhook, never on the scheduler-facing port
     (webhook,) = rendered.one("Deployment", "-webhook")["spec"]["template"]["spec"]["containers"]
     assert not [a for a in webhook["args"] if a.startswith("--fleet")]
@@ -100,6 +100,17 @@ def test_a_fleet_port_that_is_already_taken_fails_the_install_naming_the_key(cha
     chart.render({"fleet": {"port": 8443, "enabled": False}}, name=RELEASE, namespace=NAMESPACE, is_install=True)
 
 
+def test_a_fleet_service_port_the_extenders_service_already_has_fails_the_install_naming_the_key(
+        chart: helm.Chart) -> None:
+    """kube-apiserver refuses a Service with two ports of one number (Duplicate value), so the install would fail
+    at apply time; the chart refuses it when rendering, naming the value."""
+    for taken in ({"fleet": {"servicePort": 443}}, {"fleet": {"servicePort": 9191}, "extender": {"metricsPort": 9191}}):
+        with pytest.raises(Exception, match=r"fleet\.servicePort: .* a Service port of its own"):
+            chart.render(taken, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    chart.render({"fleet": {"servicePort": 443, "enabled": False}}, name=RELEASE, namespace=NAMESPACE,
+                 is_install=True)
+
+
 def dashboard(rendered: Rendered) -> tuple[dict[str, Any], dict[str, Any]]:
     (config_map,) = named(rendered, "ConfigMap", "-fleet-dashboard")
     return config_map, json.loads(config_map["data"]["gpuclaim-fleet.json"])
@@ -146,3 +157,4 @@ def test_every_dashboard_query_uses_only_the_fleet_metrics_and_their_labels(rend
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
     ids = [p["id"] for p in board["panels"]]
     assert len(ids) == len(set(ids))
+
