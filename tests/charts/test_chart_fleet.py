@@ -158,3 +158,30 @@ def test_every_dashboard_query_uses_only_the_fleet_metrics_and_their_labels(rend
     ids = [p["id"] for p in board["panels"]]
     assert len(ids) == len(set(ids))
 
+
+@pytest.mark.parametrize("values", ["fleet", "default"])
+def test_the_install_notes_say_how_to_reach_the_page_on_the_service_the_chart_renders(render: Any,
+                                                                                        values: str) -> None:
+    """What `helm install` prints: a port-forward to the Service and port the chart really renders for the fleet
+    (fleet.servicePort, 8080 in the "fleet" set), the page's address through it, and the viewer roles by name."""
+    rendered: Rendered = render(values)
+    forward = re.search(r"kubectl -n (\S+) port-forward svc/(\S+) (\d+):(\d+)\n", rendered.notes)
+    assert forward, rendered.notes
+    namespace, service, local, remote = forward.groups()
+    svc = rendered.one("Service", "-extender")
+    assert (namespace, service) == (NAMESPACE, svc["metadata"]["name"])
+    (port,) = [p for p in svc["spec"]["ports"] if p["port"] == int(remote)]
+    assert port["targetPort"] == "fleet"
+    assert f"https://localhost:{local}/fleet" in rendered.notes
+    (role,) = named(rendered, "ClusterRole", "-fleet-viewer")
+    assert f"ClusterRole {role['metadata']['name']}, " in rendered.notes
+    bound = named(rendered, "ClusterRoleBinding", "-fleet-viewer")
+    assert ("bound to nobody yet" in rendered.notes) == (not bound)
+    roles = named(rendered, "Role", "-fleet-viewer")
+    if roles:
+        assert f"Role {role['metadata']['name']} in " + ", ".join(r["metadata"]["namespace"] for r in roles) + "." \
+            in rendered.notes
+
+
+def test_without_the_fleet_view_the_notes_say_nothing_of_it(render: Any) -> None:
+    assert "fleet" not in render("no-fleet").notes.lower()
