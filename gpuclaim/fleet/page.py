@@ -24,8 +24,9 @@ _STATE_HELP = {
     "free": "no claim holds it and no taint keeps pods off it",
     "allocated": "allocated to a claim that a pod uses",
     "reserved": "allocated to a claim no pod uses yet",
-    "tainted": "free, but a NoSchedule or NoExecute taint keeps new pods off it",
-    "unhealthy": "the driver marked it unhealthy",
+    "tainted": "no claim holds it, but a NoSchedule taint keeps new claims off it",
+    # the model's rule (model.is_unhealthy): what the legend says must match what puts a device in the state
+    "unhealthy": "a NoExecute taint, or a taint whose key names its health (the driver's or a DeviceTaintRule's)",
 }
 # the query parameters of /api/v1/fleet the page's filter form sets, with their labels
 FILTERS = (("driver", "Driver"), ("model", "Model"), ("nodeSelector", "Node labels"), ("namespace", "Namespace"))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from browser_harness import Served, serve_in_thread
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fleet"))
@@ -26,6 +27,7 @@ from gpuclaim.dra.config import load_config
 from gpuclaim.fleet import access, api, model
 
 CONFIG = load_config({})
+GAUDI = Path(__file__).resolve().parents[1] / "fixtures" / "resourceslices" / "intel-gaudi2-2dev.yaml"
 
 
 def claim(namespace: str, name: str, pool: str, device: str, pod: str | None) -> dict[str, Any]:
@@ -192,3 +194,32 @@ def test_the_filters_reach_the_api_and_narrow_the_page(browser, fleet_app) -> No
     driver.find_element("css selector", "#fleet-filters button[type=submit]").click()
     browser.browser.wait_for("return document.getElementById('fleet-status').textContent.includes('HTTP 400')")
     assert "nodeSelector" in driver.find_element("id", "fleet-status").text
+
+
+def test_the_driver_and_namespace_filters_narrow_the_page(browser, fleet_app) -> None:
+    """A second driver's node (the real Intel Gaudi2 slice of tests/fixtures/resourceslices/intel-gaudi2-2dev.yaml):
+    the driver filter shows it alone, and a namespace shows only the devices that namespace's claims hold."""
+    served, index = fleet_app
+    gaudi = yaml.safe_load(GAUDI.read_text())
+    served.call(lambda: index.on_event("Node", "ADDED", {"apiVersion": "v1", "kind": "Node",
+                                                         "metadata": {"name": "rpl-s", "labels": {}}}))
+    served.call(lambda: index.on_event("ResourceSlice", "ADDED", gaudi))
+    sign_in(browser, served.url, "t-admin")
+    browser.browser.drawn(timeout=15)
+    driver = browser.driver
+    assert driver.execute_script("return document.querySelectorAll('#fleet-rows .row').length") == 20
+    driver.find_element("id", "fleet-f-driver").send_keys("gaudi.intel.com")
+    driver.find_element("css selector", "#fleet-filters button[type=submit]").click()
+    browser.browser.wait_for("return document.querySelectorAll('#fleet-rows .row').length === 1")
+    assert list(labels_of(driver)) == [("rpl-s", "0000-a0-00-0-0x1020"), ("rpl-s", "0000-b0-00-0-0x1020")]
+    assert all(label.endswith(": free") for label in labels_of(driver).values())
+    assert driver.find_element("css selector", '#fleet-summary [data-field="devices"]').text.startswith("2 devices")
+    assert driver.current_url.endswith("/fleet?driver=gaudi.intel.com")
+    driver.find_element("id", "fleet-f-driver").clear()
+    driver.find_element("id", "fleet-f-namespace").send_keys("team-a")
+    driver.find_element("css selector", "#fleet-filters button[type=submit]").click()
+    browser.browser.wait_for("return document.querySelectorAll('#fleet-rows .row').length === 1 && "
+                             "document.querySelector('#fleet-rows .row').dataset.node === 'p5-h100-0'")
+    (label,) = labels_of(driver).values()
+    assert label.startswith("gpu-0 (NVIDIA H100 80GB HBM3): allocated") and "pod team-a/alice-nb" in label
+    assert driver.current_url.endswith("/fleet?namespace=team-a")

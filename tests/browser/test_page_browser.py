@@ -4,8 +4,8 @@ The page is served as the fleet port serves it (render_page, the package's stati
 default-src 'self'``), with /api/v1/fleet answering from a snapshot the test sets and recording the queries the
 page sends. These tests hold the page's own behaviour: cells per state with text labels, the tooltip, the keyboard,
 redraw on a new revision without a reload, the filter form's query, errors shown, and the render time at
-5,000 nodes x 8 GPUs. tests/browser/test_fleet_stack.py runs the page on the real API (demo stack, real control
-plane).
+5,000 nodes x 8 GPUs. tests/browser/test_fleet_demo_browser.py runs the page on the demo stack, and
+tests/realkube/test_realkube_fleet_page.py on the real control plane.
 """
 
 from __future__ import annotations
@@ -272,3 +272,26 @@ def test_the_demo_fleet_built_by_the_model_is_drawn_with_each_allocation_on_its_
             assert f"pod {pod['namespace']}/{pod['name']}" in labels[(node_name, device["name"])]
         summary = driver.find_element("css selector", '#fleet-summary [data-field="freeMigSlices"]').text
         assert summary == str(snapshot["summary"]["freeMigSlices"])
+
+
+def test_with_javascript_off_the_summary_and_node_table_are_shown_in_words(browser, fake) -> None:
+    """The server's HTML alone, as Chromium shows it with scripts disabled: the fleet summary and each node's row
+    are on screen, the cells (which fleet.js draws) are not, and the page asked the API nothing."""
+    fleet, url = fake
+    driver = browser.driver
+    driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        driver.get(url + "/fleet")
+        summary = driver.find_element("id", "fleet-summary")
+        assert summary.is_displayed()
+        devices = snaps.small()["summary"]["devices"]
+        assert f"{devices['total']} devices: {devices['free']} free" in summary.text
+        assert "Stranded devices" in summary.text and "Free MIG slices" in summary.text
+        rows = driver.find_elements("css selector", "#fleet-rows .row")
+        assert [r.get_attribute("data-node") for r in rows] == ["gpu-node-1", "gpu-node-2", "gpu-node-3"]
+        assert all(r.is_displayed() for r in rows)
+        assert "pcieRoot pci0000:00: 4 devices (1 free, 2 allocated, 1 reserved)" in rows[0].text
+        assert driver.find_elements("css selector", ".cell") == []
+        assert fleet.queries == []
+    finally:
+        driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})

@@ -77,7 +77,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "fleet": {
         "fleet": {
             "port": 9444,
-            "servicePort": 443,
+            "servicePort": 8080,
             "rbac": {
                 "viewers": [{"kind": "Group", "name": "gpu-admins", "apiGroup": "rbac.authorization.k8s.io"}],
                 "namespaceViewers": [

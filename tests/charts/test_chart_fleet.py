@@ -35,7 +35,7 @@ def test_the_extender_serves_the_fleet_on_its_own_port_and_the_service_exposes_i
     assert "--fleet-listen=0.0.0.0:9444" in container["args"]
     assert {"name": "fleet", "containerPort": 9444, "protocol": "TCP"} in container["ports"]
     ports = {p["name"]: p for p in rendered.one("Service", "-extender")["spec"]["ports"]}
-    assert ports["fleet"] == {"name": "fleet", "port": 443, "targetPort": "fleet", "protocol": "TCP"}
+    assert ports["fleet"] == {"name": "fleet", "port": 8080, "targetPort": "fleet", "protocol": "TCP"}
     # never on the webhook, never on the scheduler-facing port
     (webhook,) = rendered.one("Deployment", "-webhook")["spec"]["template"]["spec"]["containers"]
     assert not [a for a in webhook["args"] if a.startswith("--fleet")]
@@ -100,6 +100,17 @@ def test_a_fleet_port_that_is_already_taken_fails_the_install_naming_the_key(cha
     chart.render({"fleet": {"port": 8443, "enabled": False}}, name=RELEASE, namespace=NAMESPACE, is_install=True)
 
 
+def test_a_fleet_service_port_the_extenders_service_already_has_fails_the_install_naming_the_key(
+        chart: helm.Chart) -> None:
+    """kube-apiserver refuses a Service with two ports of one number (Duplicate value), so the install would fail
+    at apply time; the chart refuses it when rendering, naming the value."""
+    for taken in ({"fleet": {"servicePort": 443}}, {"fleet": {"servicePort": 9191}, "extender": {"metricsPort": 9191}}):
+        with pytest.raises(Exception, match=r"fleet\.servicePort: .* a Service port of its own"):
+            chart.render(taken, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    chart.render({"fleet": {"servicePort": 443, "enabled": False}}, name=RELEASE, namespace=NAMESPACE,
+                 is_install=True)
+
+
 def dashboard(rendered: Rendered) -> tuple[dict[str, Any], dict[str, Any]]:
     (config_map,) = named(rendered, "ConfigMap", "-fleet-dashboard")
     return config_map, json.loads(config_map["data"]["gpuclaim-fleet.json"])
@@ -146,3 +157,31 @@ def test_every_dashboard_query_uses_only_the_fleet_metrics_and_their_labels(rend
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
     ids = [p["id"] for p in board["panels"]]
     assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("values", ["fleet", "default"])
+def test_the_install_notes_say_how_to_reach_the_page_on_the_service_the_chart_renders(render: Any,
+                                                                                        values: str) -> None:
+    """What `helm install` prints: a port-forward to the Service and port the chart really renders for the fleet
+    (fleet.servicePort, 8080 in the "fleet" set), the page's address through it, and the viewer roles by name."""
+    rendered: Rendered = render(values)
+    forward = re.search(r"kubectl -n (\S+) port-forward svc/(\S+) (\d+):(\d+)\n", rendered.notes)
+    assert forward, rendered.notes
+    namespace, service, local, remote = forward.groups()
+    svc = rendered.one("Service", "-extender")
+    assert (namespace, service) == (NAMESPACE, svc["metadata"]["name"])
+    (port,) = [p for p in svc["spec"]["ports"] if p["port"] == int(remote)]
+    assert port["targetPort"] == "fleet"
+    assert f"https://localhost:{local}/fleet" in rendered.notes
+    (role,) = named(rendered, "ClusterRole", "-fleet-viewer")
+    assert f"ClusterRole {role['metadata']['name']}, " in rendered.notes
+    bound = named(rendered, "ClusterRoleBinding", "-fleet-viewer")
+    assert ("bound to nobody yet" in rendered.notes) == (not bound)
+    roles = named(rendered, "Role", "-fleet-viewer")
+    if roles:
+        assert f"Role {role['metadata']['name']} in " + ", ".join(r["metadata"]["namespace"] for r in roles) + "." \
+            in rendered.notes
+
+
+def test_without_the_fleet_view_the_notes_say_nothing_of_it(render: Any) -> None:
+    assert "fleet" not in render("no-fleet").notes.lower()

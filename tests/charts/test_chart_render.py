@@ -137,3 +137,15 @@ def test_notes_tell_the_admin_how_to_wire_the_default_scheduler_or_that_the_seco
     assert "nvidia.com/mig-*" in render("default").notes
     assert 'second scheduler "gpuclaim-scheduler"' in render("second-scheduler").notes
     assert "Scheduling" not in render("no-extender").notes
+
+
+@pytest.mark.parametrize("values_set", SETS)
+def test_every_service_has_its_ports_once_as_the_apiserver_requires(render: Any, values_set: str) -> None:
+    """kube-apiserver's Service validation (not the OpenAPI schema above) refuses two ports of one number and
+    protocol, or of one name: the "fleet" set had the fleet's Service port on 443, beside kube-scheduler's."""
+    for svc in render(values_set).of_kind("Service"):
+        ports = svc["spec"]["ports"]
+        by_number = Counter((p["port"], p.get("protocol", "TCP")) for p in ports)
+        by_name = Counter(p.get("name") for p in ports)
+        assert max(by_number.values()) == 1 and max(by_name.values()) == 1, (svc["metadata"]["name"], ports)
+

@@ -281,3 +281,27 @@ def test_incremental_index_equals_a_build_from_scratch(events: list[Any], scope:
     incremental.pop("revision")
     assert incremental == scratch
     _check_sums(incremental)
+
+
+def test_an_event_recomputes_only_the_node_it_touches_and_reads_recompute_nothing() -> None:
+    """The issue's scale rule: the API is built from the cache incrementally, not recomputed per request. On the
+    demo fleet (19 real nodes), answers for any scope leave every node's stored entry as it was; a claim on one
+    node recomputes that node alone."""
+    fleet = inventory.build()
+    index = model.FleetIndex(CONFIG)
+    for kind in ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim"):
+        for obj in fleet.of_kind(kind):
+            index.on_event(kind, "ADDED", obj)
+    before = {e.name: e for e in index.nodes()}
+    assert len(before) == 19
+    revision = index.revision
+    for scope in (model.CLUSTER, model.Scope(cluster_wide=False, namespaces=frozenset({"research"}))):
+        index.snapshot(scope)
+        index.snapshot(scope, model.Filters(model="H100"))
+    assert index.pending == 0 and index.revision == revision
+    assert all(entry is before[entry.name] for entry in index.nodes())
+    index.on_event("ResourceClaim", "ADDED", claim("team-z", "z", "p5-h100-0", ["gpu-0"], "z-0"))
+    assert index.pending == 1
+    after = {e.name: e for e in index.nodes()}
+    assert [name for name, entry in after.items() if entry is not before[name]] == ["p5-h100-0"]
+    assert index.revision == revision + 1

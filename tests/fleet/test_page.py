@@ -149,3 +149,24 @@ def test_rendering_5000_nodes_takes_well_under_a_second_of_the_page_budget(nodes
     assert out.count(" data-node=") == nodes
     # measured ~0.3 s on the loaded 2-core CI machine; 5 s leaves room for load without hiding a quadratic step
     assert elapsed < 5.0, elapsed
+
+
+def test_the_legend_names_the_taint_that_puts_a_device_in_each_state() -> None:
+    """The legend's words agree with the model's rule (docs/fleet.md, "What each device's state means"): NoExecute
+    or a health key makes a device unhealthy, NoSchedule only tainted."""
+    from test_model import CONFIG, gpu, node, slice_
+
+    from gpuclaim.fleet import model
+
+    taints = {"gpu-0": {"key": "example.com/maintenance", "effect": "NoExecute"},
+              "gpu-1": {"key": "example.com/maintenance", "effect": "NoSchedule"},
+              "gpu-2": {"key": "gpu.nvidia.com/unhealthy", "effect": "NoSchedule"}}
+    fleet = model.build_fleet(slices=[slice_("n-0", [gpu(name, "r", taint=t) for name, t in taints.items()])],
+                              nodes=[node("n-0")], claims=[], config=CONFIG)
+    states = {d["name"]: d["state"] for g in fleet["nodes"][0]["groups"] for d in g["devices"]}
+    assert states == {"gpu-0": "unhealthy", "gpu-1": "tainted", "gpu-2": "unhealthy"}
+    section = page.render_page(fleet, base_path="").split('id="fleet-legend"', 1)[1].split("</section>", 1)[0]
+    items = [t for t in parse(f"<ul {section}").text if t.startswith(": ")]
+    legend = dict(zip(page.STATES, (t[2:] for t in items), strict=True))
+    assert "NoExecute" in legend["unhealthy"] and "health" in legend["unhealthy"]
+    assert "NoSchedule" in legend["tainted"] and "NoExecute" not in legend["tainted"]
