@@ -57,6 +57,24 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+class ClientBytesRedaction(logging.Filter):
+    """aiohttp logs a request it cannot parse (a header over 8,190 bytes, a bad request line) at error level with
+    the parser's exception, whose message quotes the start of the offending bytes: the prefix of a token in an
+    `Authorization` header (found 2026-11-27). Such a record keeps the exception's class and status, never its
+    text, at warning level: the client sent bad HTTP, the server did nothing wrong."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg = f"{record.getMessage()}: {type(exc).__name__} ({exc.code}); the request's bytes are not logged"
+            record.args = ()
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def setup(*, level: str = "info", fmt: str = "json", stream: TextIO | None = None) -> logging.Handler:
     """Configure the root logger once for the server process; returns the handler (tests remove it)."""
     handler = logging.StreamHandler(stream or sys.stderr)
@@ -68,4 +86,7 @@ def setup(*, level: str = "info", fmt: str = "json", stream: TextIO | None = Non
     root.setLevel(level.upper())
     # aiohttp's access log would duplicate our per-admission line (and it is not JSON)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    server_log = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, ClientBytesRedaction) for f in server_log.filters):
+        server_log.addFilter(ClientBytesRedaction())
     return handler
