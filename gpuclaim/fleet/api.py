@@ -137,6 +137,9 @@ def parse_node_selector(text: str) -> tuple[tuple[str, str, frozenset[str]], ...
         match = _IN.match(term)
         if match is not None:
             key, op = match["key"], "in"
+            if not match["values"].strip():
+                # as Kubernetes' label selector parser: "for 'in', 'notin' operators, values set can't be empty"
+                raise BadParameter("nodeSelector", f"{key.strip()[:64]!r}: 'in' needs at least one value")
             values = [v.strip() for v in match["values"].split(",")]
         else:
             key, sep, value = term.partition("=")

@@ -29,7 +29,8 @@ def test_accepted_parameters_become_filters() -> None:
 @pytest.mark.parametrize(("query", "parameter"), [
     ("driver=Not_A_Driver", "driver"), ("namespace=Team-A", "namespace"), ("since=-1", "since"),
     ("since=1e3", "since"), ("since=" + "9" * 19, "since"), ("nodeSelector=a%20in%20(b", "nodeSelector"),
-    ("nodeSelector=novalue", "nodeSelector"), ("nodeSelector=k=" + "v" * 64, "nodeSelector"),
+    ("nodeSelector=novalue", "nodeSelector"), ("nodeSelector=a%20in%20()", "nodeSelector"),
+    ("nodeSelector=a%20in%20(%20)", "nodeSelector"), ("nodeSelector=k=" + "v" * 64, "nodeSelector"),
     ("color=red", "color"), ("driver=a.b&driver=c.d", "driver"), ("model=" + "x" * 300, "model"),
     ("model=%00", "model"), ("driver=%ff", "query"), ("x" * 5000, "query"),
 ])
