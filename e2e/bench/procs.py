@@ -1,4 +1,5 @@
-"""What the benchmarks share about processes: the API double serving a generated fleet, RSS and CPU time."""
+"""What the benchmarks share about processes: the API double serving a generated fleet, the extender against it,
+RSS and CPU time."""
 
 from __future__ import annotations
 
@@ -29,6 +30,21 @@ def serving_double(data: Path, work: Path) -> Iterator[str]:
         server.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def serving_extender(kubeconfig: str, *listen: str) -> Iterator[subprocess.Popen[str]]:
+    """`gpuclaim extender --kubeconfig` against the API double, as its own process, with the `--*-listen` flags in
+    `listen`; yields the process (the caller waits for its ports). Not in a cluster: KUBERNETES_SERVICE_HOST is
+    blanked, so the kubeconfig is what it reads."""
+    extender = subprocess.Popen([sys.executable, "-m", "gpuclaim", "extender", "--kubeconfig", kubeconfig, *listen],
+                                env={**os.environ, "KUBERNETES_SERVICE_HOST": ""}, text=True)
+    try:
+        yield extender
+    finally:
+        extender.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            extender.wait(timeout=30)
 
 
 def cpu_seconds(pid: int | str = "self", thread: int | None = None) -> float:
