@@ -598,11 +598,9 @@ async def _run_attacker(url: str, ca_path: Path, webhook_pid: int, marks: dict[s
     results: list[dict[str, Any]] = []
     rss = float("nan")
     marks["attack_start"] = time.perf_counter()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "e2e.bench.hostile", "attack", url, str(ca_path), str(idle), str(pods), metrics_url,
-        "quick" if quick else "full", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-    assert process.stdout is not None and process.stdin is not None
-    try:
+    async with procs.attacker("e2e.bench.hostile", url, str(ca_path), str(idle), str(pods), metrics_url,
+                              "quick" if quick else "full") as process:
+        assert process.stdout is not None and process.stdin is not None
         while line := await process.stdout.readline():
             doc = orjson.loads(line)
             if "phase" in doc:
@@ -634,10 +632,6 @@ async def _run_attacker(url: str, ca_path: Path, webhook_pid: int, marks: dict[s
                 marks["classes_end"] = marks["phases_end"] = time.perf_counter()
             _progress(f"{kind}: {doc}")
             results.append(doc)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
-        await process.wait()
     return results, rss
 
 
