@@ -22,11 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import random
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +36,7 @@ import orjson
 
 from e2e.bench import cache as cache_bench
 from e2e.bench import extender_hostile
-from e2e.bench.procs import rss_mb, serving_double
+from e2e.bench.procs import rss_mb, serving_double, serving_extender
 
 SHAPES: dict[str, dict[str, Any]] = {
     "one": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}]},
@@ -174,11 +172,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         names = [f"gpu-node-{i:05d}.cluster.internal" for i in range(nodes)]
         with serving_double(data, work) as kubeconfig:
             port, metrics_port = _free_port(), _free_port()
-            env = {**os.environ, "KUBERNETES_SERVICE_HOST": ""}
-            extender = subprocess.Popen([sys.executable, "-m", "gpuclaim", "extender", "--kubeconfig", kubeconfig,
-                                         "--listen", f"127.0.0.1:{port}", "--metrics-listen",
-                                         f"127.0.0.1:{metrics_port}"], env=env, text=True)  # fmt: skip
-            try:
+            with serving_extender(kubeconfig, "--listen", f"127.0.0.1:{port}",
+                                  "--metrics-listen", f"127.0.0.1:{metrics_port}") as extender:
                 started = time.perf_counter()
                 base = f"http://127.0.0.1:{port}"
                 figures = asyncio.run(_drive(base, f"http://127.0.0.1:{metrics_port}/metrics", names,
@@ -188,10 +183,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     base, f"http://127.0.0.1:{metrics_port}", extender.pid, names, quick=args.quick,
                     ordinary_shapes=[f"gpuclaim-{shape}" for shape in SHAPES]))
                 figures["run_s"] = round(time.perf_counter() - started, 1)
-            finally:
-                extender.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    extender.wait(timeout=30)
     figures.update({"nodes": nodes, "gpus": nodes * 8, "allocated_claims": claims,
                     "targets": {"p99_ms_500_nodes": 20, "p99_ms_all_nodes": 150, "p99_ms_no_claims": 1}})
     return figures

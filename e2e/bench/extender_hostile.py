@@ -214,43 +214,39 @@ async def run_phases(base: str, metrics_base: str, pid: int, nodes: list[str], *
 
     load = [asyncio.create_task(_every(0.05, stop, call, errors)) for call in (
         ordinary_call, prober(probe, healthz), prober(metrics_probe, metrics_healthz), sample_rss)]
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "e2e.bench.extender_hostile", "attack", base, str(len(nodes)), str(int(quick)),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-    assert process.stdin is not None and process.stdout is not None
     phases: dict[str, Any] = {}
     try:
-        await asyncio.sleep(2.0)  # the baseline
-        marks = [time.perf_counter()]
-        cpu = [thread_cpu_ms(pid)]
-        while True:
-            process.stdin.write(b"go\n")
-            with contextlib.suppress(ConnectionError):
-                await process.stdin.drain()
-            line = await process.stdout.readline()
-            if not line:
-                break
-            doc = orjson.loads(line)
-            await asyncio.sleep(1.0)  # what the phase left behind
-            marks.append(time.perf_counter())
-            cpu.append(thread_cpu_ms(pid))
-            t0, t1 = marks[-2], marks[-1]
-            window = [m for t, m in rss if t0 <= t < t1]
-            phases[doc.pop("phase")] = {
-                **doc, "rss_peak_mb": round(max(window), 1), "rss_after_mb": round(window[-1], 1),
-                "healthz_p99_ms": _p99_ms(healthz, t0, t1), "metrics_healthz_p99_ms": _p99_ms(metrics_healthz, t0, t1),
-                "ordinary_p99_ms": _p99_ms(ordinary, t0, t1),
-                "ordinary_calls": sum(1 for t, _ in ordinary if t0 <= t < t1),
-                "loop_cpu_ms": round(cpu[-1][0] - cpu[-2][0]),
-                "other_threads_cpu_ms": round(cpu[-1][1] - cpu[-2][1])}  # fmt: skip
-            # the window in perf_counter seconds (CLOCK_MONOTONIC, the same clock in every process of the machine)
-            print(f"extender hostile phase: {list(phases)[-1]} [{t0:.3f}, {t1:.3f}]: {phases[list(phases)[-1]]}",
-                  file=sys.stderr)
+        async with procs.attacker("e2e.bench.extender_hostile", base, str(len(nodes)), str(int(quick))) as process:
+            assert process.stdin is not None and process.stdout is not None
+            await asyncio.sleep(2.0)  # the baseline
+            marks = [time.perf_counter()]
+            cpu = [thread_cpu_ms(pid)]
+            while True:
+                process.stdin.write(b"go\n")
+                with contextlib.suppress(ConnectionError):
+                    await process.stdin.drain()
+                line = await process.stdout.readline()
+                if not line:
+                    break
+                doc = orjson.loads(line)
+                await asyncio.sleep(1.0)  # what the phase left behind
+                marks.append(time.perf_counter())
+                cpu.append(thread_cpu_ms(pid))
+                t0, t1 = marks[-2], marks[-1]
+                window = [m for t, m in rss if t0 <= t < t1]
+                phases[doc.pop("phase")] = {
+                    **doc, "rss_peak_mb": round(max(window), 1), "rss_after_mb": round(window[-1], 1),
+                    "healthz_p99_ms": _p99_ms(healthz, t0, t1),
+                    "metrics_healthz_p99_ms": _p99_ms(metrics_healthz, t0, t1),
+                    "ordinary_p99_ms": _p99_ms(ordinary, t0, t1),
+                    "ordinary_calls": sum(1 for t, _ in ordinary if t0 <= t < t1),
+                    "loop_cpu_ms": round(cpu[-1][0] - cpu[-2][0]),
+                    "other_threads_cpu_ms": round(cpu[-1][1] - cpu[-2][1])}  # fmt: skip
+                # the window in perf_counter seconds (CLOCK_MONOTONIC, the same clock in every process of the machine)
+                print(f"extender hostile phase: {list(phases)[-1]} [{t0:.3f}, {t1:.3f}]: {phases[list(phases)[-1]]}",
+                      file=sys.stderr)
     finally:
         stop.set()
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
-        await process.wait()
         await asyncio.gather(*load, return_exceptions=True)
         for connection in (main, probe, metrics_probe):
             await connection.close()

@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +35,7 @@ import orjson
 
 from e2e.bench import cache as cache_bench
 from e2e.bench import extender as extender_bench
-from e2e.bench.procs import rss_mb, serving_double
+from e2e.bench.procs import rss_mb, serving_double, serving_extender
 from gpuclaim.demo import viewers
 from gpuclaim.dra.config import Config
 from gpuclaim.fleet import model
@@ -252,50 +250,45 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         names = [f"gpu-node-{i:05d}.cluster.internal" for i in range(nodes)]
         with serving_double(data, work) as kubeconfig:
             port, metrics_port, fleet_port = (extender_bench._free_port() for _ in range(3))
-            env = {**os.environ, "KUBERNETES_SERVICE_HOST": ""}
-            extender = subprocess.Popen([sys.executable, "-m", "gpuclaim", "extender", "--kubeconfig", kubeconfig,
-                                         "--listen", f"127.0.0.1:{port}", "--metrics-listen",
-                                         f"127.0.0.1:{metrics_port}", "--fleet-listen", f"127.0.0.1:{fleet_port}"],
-                                        env=env, text=True)  # fmt: skip
             browser = None
-            try:
-                headers = {"Authorization": f"Bearer {_admin_token(kubeconfig)}"}
-                fleet = f"http://127.0.0.1:{fleet_port}"
-                figures["fleet_ready_s"] = _wait_fleet(fleet + "/api/v1/fleet", headers, nodes)
-                _say(f"fleet API holds {nodes} nodes after {figures['fleet_ready_s']} s")
-                figures["api"] = asyncio.run(api_latency(fleet + "/api/v1/fleet", headers, calls=20))
-                _say(f"api: {figures['api']}")
-                base = f"http://127.0.0.1:{port}"
-                asyncio.run(prioritize_p99(base, names, seconds=3, seed=1))   # warm: one verdict per shape
-                without = asyncio.run(prioritize_p99(base, names, seconds=seconds, seed=2))
-                _say(f"prioritize without the page: {without}")
-                from e2e.browser import Browser, missing
+            with serving_extender(kubeconfig, "--listen", f"127.0.0.1:{port}", "--metrics-listen",
+                                  f"127.0.0.1:{metrics_port}", "--fleet-listen", f"127.0.0.1:{fleet_port}"
+                                  ) as extender:
+                try:
+                    headers = {"Authorization": f"Bearer {_admin_token(kubeconfig)}"}
+                    fleet = f"http://127.0.0.1:{fleet_port}"
+                    figures["fleet_ready_s"] = _wait_fleet(fleet + "/api/v1/fleet", headers, nodes)
+                    _say(f"fleet API holds {nodes} nodes after {figures['fleet_ready_s']} s")
+                    figures["api"] = asyncio.run(api_latency(fleet + "/api/v1/fleet", headers, calls=20))
+                    _say(f"api: {figures['api']}")
+                    base = f"http://127.0.0.1:{port}"
+                    asyncio.run(prioritize_p99(base, names, seconds=3, seed=1))   # warm: one verdict per shape
+                    without = asyncio.run(prioritize_p99(base, names, seconds=seconds, seed=2))
+                    _say(f"prioritize without the page: {without}")
+                    from e2e.browser import Browser, missing
 
-                reason = missing()
-                if reason:
-                    figures["page"] = {"skipped": reason}
-                    figures["prioritize"] = {"without_page": without, "with_page": None}
-                else:
-                    browser = Browser()
-                    browser.driver.execute_cdp_cmd("Network.enable", {})
-                    browser.driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": headers})
-                    renders = [page_render(browser, fleet + "/fleet") for _ in range(3)]
-                    figures["page"] = {**renders[-1], "render_ms_runs": [r["render_ms"] for r in renders],
-                                       "render_ms": min(r["render_ms"] for r in renders)}
-                    _say(f"page: {figures['page']}")
-                    polls_before = page_polls(browser)
-                    with_page = asyncio.run(prioritize_p99(base, names, seconds=seconds, seed=2))
-                    with_page["page_polls"] = page_polls(browser) - polls_before
-                    figures["page"]["console_errors"] += browser.console_errors()
-                    _say(f"prioritize with the page polling: {with_page}")
-                    figures["prioritize"] = {"p99_ms_without_page": without["p99_ms"],
-                                             "p99_ms_with_page": with_page["p99_ms"],
-                                             "without_page": without, "with_page": with_page}
-                figures["extender_rss_mb"] = round(rss_mb(extender.pid), 1)
-            finally:
-                if browser is not None:
-                    browser.close()
-                extender.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    extender.wait(timeout=30)
+                    reason = missing()
+                    if reason:
+                        figures["page"] = {"skipped": reason}
+                        figures["prioritize"] = {"without_page": without, "with_page": None}
+                    else:
+                        browser = Browser()
+                        browser.driver.execute_cdp_cmd("Network.enable", {})
+                        browser.driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": headers})
+                        renders = [page_render(browser, fleet + "/fleet") for _ in range(3)]
+                        figures["page"] = {**renders[-1], "render_ms_runs": [r["render_ms"] for r in renders],
+                                           "render_ms": min(r["render_ms"] for r in renders)}
+                        _say(f"page: {figures['page']}")
+                        polls_before = page_polls(browser)
+                        with_page = asyncio.run(prioritize_p99(base, names, seconds=seconds, seed=2))
+                        with_page["page_polls"] = page_polls(browser) - polls_before
+                        figures["page"]["console_errors"] += browser.console_errors()
+                        _say(f"prioritize with the page polling: {with_page}")
+                        figures["prioritize"] = {"p99_ms_without_page": without["p99_ms"],
+                                                 "p99_ms_with_page": with_page["p99_ms"],
+                                                 "without_page": without, "with_page": with_page}
+                    figures["extender_rss_mb"] = round(rss_mb(extender.pid), 1)
+                finally:
+                    if browser is not None:
+                        browser.close()
     return figures

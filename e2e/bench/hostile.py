@@ -40,15 +40,12 @@ import orjson
 from e2e.bench import procs
 from e2e.bench.webhook import (
     NAMESPACE,
-    _first_line,
-    _load_dir,
     _percentile,
-    _process,
     _review,
-    _serving_urls,
     _wait_ready,
     claim_review,
     pod_review,
+    webhook_on_double,
 )
 from gpuclaim.certs import client_context
 from gpuclaim.double import tls as selfsigned
@@ -495,56 +492,48 @@ async def _bench(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpuclaim-bench-hostile-") as tmp_name:
         tmp = Path(tmp_name)
         tls = selfsigned.issue(tmp / "tls", hosts=("127.0.0.1",))
-        python = sys.executable
-        async with _process(python, "-m", "gpuclaim.double.apiserver", "--load", str(_load_dir(tmp / "load")),
-                            "--workdir", str(tmp / "double"), "--no-validate") as double:
-            kubeconfig = await _first_line(double, "the API double")
-            async with _process(python, "-m", "gpuclaim", "webhook", "--kubeconfig", kubeconfig,
-                                "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-                                "--tls-cert", str(tls.cert_path), "--tls-key", str(tls.key_path),
-                                stderr=True) as webhook:
-                url, metrics_url = await _serving_urls(webhook)
-                ctx: ssl.SSLContext = client_context(ca_pem=tls.ca_pem)
-                connector = aiohttp.TCPConnector(ssl=ctx, limit=64)
-                async with aiohttp.ClientSession(connector=connector) as session:
-                    await _wait_ready(session, url)
-                    # warm-up: the template exists, the selectors are compiled (without the Content-Type the
-                    # webhook answered 415 and warmed nothing: the first steady requests did the work)
-                    json_type = {"Content-Type": "application/json"}
-                    for n in range(20):
-                        async with session.post(url + "/mutate", data=pod_review(f"w{n}"), headers=json_type) as r:
-                            assert r.status == 200, await r.text()
-                        async with session.post(url + "/validate", data=claim_review(f"w{n}"), headers=json_type
-                                                ) as r:
-                            assert r.status == 200, await r.text()
+        async with webhook_on_double(tmp, tls) as (webhook, url, metrics_url):
+            ctx: ssl.SSLContext = client_context(ca_pem=tls.ca_pem)
+            connector = aiohttp.TCPConnector(ssl=ctx, limit=64)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                await _wait_ready(session, url)
+                # warm-up: the template exists, the selectors are compiled (without the Content-Type the
+                # webhook answered 415 and warmed nothing: the first steady requests did the work)
+                json_type = {"Content-Type": "application/json"}
+                for n in range(20):
+                    async with session.post(url + "/mutate", data=pod_review(f"w{n}"), headers=json_type) as r:
+                        assert r.status == 200, await r.text()
+                    async with session.post(url + "/validate", data=claim_review(f"w{n}"), headers=json_type
+                                            ) as r:
+                        assert r.status == 200, await r.text()
 
-                    async def warm(n: int) -> None:
-                        async with session.post(url + "/mutate", data=pod_review(f"wc{n}"), headers=json_type) as r:
-                            await r.read()
+                async def warm(n: int) -> None:
+                    async with session.post(url + "/mutate", data=pod_review(f"wc{n}"), headers=json_type) as r:
+                        await r.read()
 
-                    # and the pool's TLS connections are open (handshakes are not what the figures measure)
-                    for _ in range(3):
-                        await asyncio.gather(*(warm(n) for n in range(48)))
-                    rss_start = procs.rss_mb(webhook.pid)
-                    ordinary: Samples = []
-                    healthz: Samples = []
-                    errors: list[str] = []
-                    stop = asyncio.Event()
-                    marks: dict[str, float] = {"steady_start": time.perf_counter()}
-                    steady = asyncio.create_task(_steady(session, url, stop, ordinary, healthz, errors))
-                    metrics_healthz: Samples = []
-                    rss_samples: Samples = []
-                    side = [asyncio.create_task(_probe_metrics_port(metrics_url, stop, metrics_healthz, errors)),
-                            asyncio.create_task(_sample_rss(webhook.pid, stop, rss_samples))]
-                    # the baseline: the same steady load with no attacker, on the same machine at the same time
-                    await asyncio.sleep(3.0 if quick else 10.0)
-                    results, rss = await _run_attacker(url, tls.ca_path, webhook.pid, marks,
-                                                       idle=idle, pods=pods, metrics_url=metrics_url, quick=quick)
-                    await asyncio.sleep(1.0)
-                    stop.set()
-                    await steady
-                    await asyncio.gather(*side)
-                    rss_peak = procs.rss_mb(webhook.pid, "VmHWM")
+                # and the pool's TLS connections are open (handshakes are not what the figures measure)
+                for _ in range(3):
+                    await asyncio.gather(*(warm(n) for n in range(48)))
+                rss_start = procs.rss_mb(webhook.pid)
+                ordinary: Samples = []
+                healthz: Samples = []
+                errors: list[str] = []
+                stop = asyncio.Event()
+                marks: dict[str, float] = {"steady_start": time.perf_counter()}
+                steady = asyncio.create_task(_steady(session, url, stop, ordinary, healthz, errors))
+                metrics_healthz: Samples = []
+                rss_samples: Samples = []
+                side = [asyncio.create_task(_probe_metrics_port(metrics_url, stop, metrics_healthz, errors)),
+                        asyncio.create_task(_sample_rss(webhook.pid, stop, rss_samples))]
+                # the baseline: the same steady load with no attacker, on the same machine at the same time
+                await asyncio.sleep(3.0 if quick else 10.0)
+                results, rss = await _run_attacker(url, tls.ca_path, webhook.pid, marks,
+                                                   idle=idle, pods=pods, metrics_url=metrics_url, quick=quick)
+                await asyncio.sleep(1.0)
+                stop.set()
+                await steady
+                await asyncio.gather(*side)
+                rss_peak = procs.rss_mb(webhook.pid, "VmHWM")
         internal = sum(1 for r in results if r.get("internal_error")) + sum(
             1 for e in errors if "internal_error': True" in e or "healthz 5" in e)
         all_ordinary, all_healthz = [d for _, d in ordinary], [d for _, d in healthz]
@@ -609,11 +598,9 @@ async def _run_attacker(url: str, ca_path: Path, webhook_pid: int, marks: dict[s
     results: list[dict[str, Any]] = []
     rss = float("nan")
     marks["attack_start"] = time.perf_counter()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "e2e.bench.hostile", "attack", url, str(ca_path), str(idle), str(pods), metrics_url,
-        "quick" if quick else "full", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-    assert process.stdout is not None and process.stdin is not None
-    try:
+    async with procs.attacker("e2e.bench.hostile", url, str(ca_path), str(idle), str(pods), metrics_url,
+                              "quick" if quick else "full") as process:
+        assert process.stdout is not None and process.stdin is not None
         while line := await process.stdout.readline():
             doc = orjson.loads(line)
             if "phase" in doc:
@@ -645,10 +632,6 @@ async def _run_attacker(url: str, ca_path: Path, webhook_pid: int, marks: dict[s
                 marks["classes_end"] = marks["phases_end"] = time.perf_counter()
             _progress(f"{kind}: {doc}")
             results.append(doc)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
-        await process.wait()
     return results, rss
 
 

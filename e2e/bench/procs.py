@@ -1,12 +1,14 @@
-"""What the benchmarks share about processes: the API double serving a generated fleet, RSS and CPU time."""
+"""What the benchmarks share about processes: the API double serving a generated fleet, the extender against it,
+the hostile benches' attacker, RSS and CPU time."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 
@@ -29,6 +31,36 @@ def serving_double(data: Path, work: Path) -> Iterator[str]:
         server.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def serving_extender(kubeconfig: str, *listen: str) -> Iterator[subprocess.Popen[str]]:
+    """`gpuclaim extender --kubeconfig` against the API double, as its own process, with the `--*-listen` flags in
+    `listen`; yields the process (the caller waits for its ports). Not in a cluster: KUBERNETES_SERVICE_HOST is
+    blanked, so the kubeconfig is what it reads."""
+    extender = subprocess.Popen([sys.executable, "-m", "gpuclaim", "extender", "--kubeconfig", kubeconfig, *listen],
+                                env={**os.environ, "KUBERNETES_SERVICE_HOST": ""}, text=True)
+    try:
+        yield extender
+    finally:
+        extender.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            extender.wait(timeout=30)
+
+
+@contextlib.asynccontextmanager
+async def attacker(module: str, *args: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`python -m MODULE attack ARGS...`: the side that builds and sends a hostile bench's floods, as its own process
+    so that doing so does not slow the measuring one; stdin and stdout piped for the phases' line protocol, stderr
+    the bench's. Terminated on leaving."""
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", module, "attack", *args,
+                                                   stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        await process.wait()
 
 
 def cpu_seconds(pid: int | str = "self", thread: int | None = None) -> float:

@@ -244,27 +244,37 @@ def _load_dir(directory: Path) -> Path:
     return directory
 
 
+@contextlib.asynccontextmanager
+async def webhook_on_double(tmp: Path, tls: selfsigned.TlsFiles
+                            ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str, str]]:
+    """The API double (loaded as `_load_dir` writes, state under `tmp`) and `gpuclaim webhook --kubeconfig` against
+    it over TLS, each its own process, both serving; yields the webhook's process and its (https, metrics) URLs."""
+    python = sys.executable
+    async with _process(python, "-m", "gpuclaim.double.apiserver", "--load", str(_load_dir(tmp / "load")),
+                        "--workdir", str(tmp / "double"), "--no-validate") as double:
+        kubeconfig = await _first_line(double, "the API double")
+        async with _process(python, "-m", "gpuclaim", "webhook", "--kubeconfig", kubeconfig,
+                            "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+                            "--tls-cert", str(tls.cert_path), "--tls-key", str(tls.key_path),
+                            stderr=True) as webhook:
+            url, metrics_url = await _serving_urls(webhook)
+            yield webhook, url, metrics_url
+
+
 async def _bench(quick: bool) -> dict[str, Any]:
     seconds = 3.0 if quick else 10.0
     concurrency = 16
     with tempfile.TemporaryDirectory(prefix="gpuclaim-bench-webhook-") as tmp_name:
         tmp = Path(tmp_name)
         tls = selfsigned.issue(tmp / "tls", hosts=("127.0.0.1",))
-        python = sys.executable
         async with (
-            _process(python, "-m", "gpuclaim.double.apiserver", "--load", str(_load_dir(tmp / "load")),
-                     "--workdir", str(tmp / "double"), "--no-validate") as double,
-            _process(python, "-m", "e2e.bench.webhook", "echo", str(tls.cert_path), str(tls.key_path)) as echo,
+            _process(sys.executable, "-m", "e2e.bench.webhook", "echo", str(tls.cert_path), str(tls.key_path)
+                     ) as echo,
+            webhook_on_double(tmp, tls) as (webhook, url, metrics_url),
         ):
-            kubeconfig = await _first_line(double, "the API double")
             echo_url = await _first_line(echo, "the echo server")
-            async with _process(python, "-m", "gpuclaim", "webhook", "--kubeconfig", kubeconfig,
-                                "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-                                "--tls-cert", str(tls.cert_path), "--tls-key", str(tls.key_path),
-                                stderr=True) as webhook:
-                url, metrics_url = await _serving_urls(webhook)
-                return await _drive(url, echo_url, tls.ca_pem, seconds=seconds, concurrency=concurrency,
-                                    pids=(webhook.pid, echo.pid), metrics_url=metrics_url)
+            return await _drive(url, echo_url, tls.ca_pem, seconds=seconds, concurrency=concurrency,
+                                pids=(webhook.pid, echo.pid), metrics_url=metrics_url)
 
 
 async def _interleaved(pids: tuple[int, int], phases: tuple[Callable[[], Any], Callable[[], Any]], rounds: int

@@ -10,14 +10,13 @@ supported). Exit 0 without a hazard, 1 with one, 2 on a usage or input error.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from gpuclaim.exitstatus import ExitStatus, UsageError
+from gpuclaim.exitstatus import ExitStatus
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,37 +30,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 
-def _read(args: argparse.Namespace) -> tuple[Any, str]:
-    from gpuclaim.audit import sources
-
-    try:
-        if args.cluster is not None:
-            return sources.from_directory(args.cluster), args.kubernetes_version or ""
-        from gpuclaim.kube import config as kube_config
-
-        try:
-            api = kube_config.load(args.kubeconfig)
-        except kube_config.KubeConfigError as exc:
-            raise UsageError(f"--kubeconfig: {exc}") from None
-        return asyncio.run(sources.from_api(api))
-    except sources.SourceError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def run(args: argparse.Namespace) -> int:
     from gpuclaim.audit import report
+    from gpuclaim.commands import _cluster
     from gpuclaim.commands._config import load_config_file
-    from gpuclaim.dra import versions
 
     config = load_config_file(args.config)
-    objects, version = _read(args)
-    try:
-        resolved = versions.resolve(version or None)
-    except versions.VersionError as exc:
-        raise UsageError(f"--kubernetes-version: {exc}" if args.cluster is not None else str(exc)) from None
-    for warning in resolved.warnings:
-        print(f"gpuclaim audit: {warning}", file=sys.stderr)
-    result = report.build(objects, model=resolved.model, config=config, version_text=version)
+    cluster = _cluster.read(args)
+    resolved = _cluster.resolve(args, cluster.version, command="audit")
+    result = report.build(cluster.objects, model=resolved.model, config=config, version_text=cluster.version)
     if args.output == "json":
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

@@ -2,7 +2,7 @@
 [--config FILE] [-o text|json]`: where the devices sit free, used or stranded, and which devices each pod got
 (docs/fleet.md). Also installed as `kubectl-gpuclaim`, so `kubectl gpuclaim fleet ...` runs it.
 
-It reads a cluster as `gpuclaim audit` does (gpuclaim/audit/sources.py: live, read-only, or a dump directory) and
+It reads a cluster as `gpuclaim audit` does (gpuclaim/commands/_cluster.py: live, read-only, or a dump directory) and
 builds the same snapshot the fleet page serves (gpuclaim/fleet/model.py `build_fleet`). `nodes -o json` prints that
 snapshot (the `Fleet` document of docs/fleet.md); `pods -o json` prints a `FleetPods` document. Exit 0, or 2 with a
 one-line message naming the bad input.
@@ -100,31 +100,19 @@ def _context_namespace(path: Path | None) -> str:
 
 
 def _read(args: argparse.Namespace, namespace: str | None) -> tuple[Any, str]:
-    """The cluster's objects and the version to build with: gpuclaim audit's loader, narrowed to what the fleet
-    reads (and to `namespace` for the namespaced kinds, so a namespace viewer's rights suffice)."""
-    from gpuclaim.audit import sources
+    """The cluster's objects and the version to build with, read as `gpuclaim audit` reads them, narrowed to what
+    the fleet reads (and to `namespace` for the namespaced kinds, so a namespace viewer's rights suffice)."""
+    from gpuclaim.commands import _cluster
 
-    try:
-        if args.cluster is not None:
-            return sources.from_directory(args.cluster), args.kubernetes_version or ""
-        if args.kubernetes_version is not None:
-            raise UsageError("--kubernetes-version: only for a dump (--cluster); a live cluster's comes from "
-                             "/version")
-        from gpuclaim.kube import config as kube_config
-
-        try:
-            api = kube_config.load(args.kubeconfig)
-        except kube_config.KubeConfigError as exc:
-            raise UsageError(f"--kubeconfig: {exc}") from None
-        listed = LISTED if namespace is None else tuple(k for k in LISTED if k[0] != "Node")
-        needs = WHOLE_FLEET_RIGHTS if namespace is None else NAMESPACE_RIGHTS.format(ns=namespace)
-        objects, version = asyncio.run(sources.from_api(api, listed=listed, namespace=namespace,
-                                                        namespaced=NAMESPACED, needs=needs))
-    except sources.SourceError as exc:
-        raise UsageError(str(exc)) from None
-    for rule in _taint_rules(api):
-        objects.add(rule)
-    return objects, version
+    if args.cluster is None and args.kubernetes_version is not None:
+        raise UsageError("--kubernetes-version: only for a dump (--cluster); a live cluster's comes from /version")
+    listed = LISTED if namespace is None else tuple(k for k in LISTED if k[0] != "Node")
+    needs = WHOLE_FLEET_RIGHTS if namespace is None else NAMESPACE_RIGHTS.format(ns=namespace)
+    cluster = _cluster.read(args, listed=listed, namespace=namespace, namespaced=NAMESPACED, needs=needs)
+    if cluster.api is not None:
+        for rule in _taint_rules(cluster.api):
+            cluster.objects.add(rule)
+    return cluster.objects, cluster.version
 
 
 def _taint_rules(api: Any) -> list[Obj]:
@@ -149,18 +137,13 @@ def _taint_rules(api: Any) -> list[Obj]:
 
 def snapshot(args: argparse.Namespace) -> tuple[Obj, Any]:
     """The fleet snapshot (the contract's `Fleet` document) and the objects it was built from."""
+    from gpuclaim.commands import _cluster
     from gpuclaim.commands._config import load_config_file
-    from gpuclaim.dra import versions
 
     config = load_config_file(args.config)
     namespace = _namespace(args)
     objects, version = _read(args, namespace)
-    try:
-        resolved = versions.resolve(version or None)
-    except versions.VersionError as exc:
-        raise UsageError(f"--kubernetes-version: {exc}" if args.cluster is not None else str(exc)) from None
-    for warning in resolved.warnings:
-        print(f"gpuclaim fleet: {warning}", file=sys.stderr)
+    resolved = _cluster.resolve(args, version, command="fleet")
     from gpuclaim.fleet import model
 
     fleet = model.build_fleet(

@@ -12,6 +12,7 @@ import contextlib
 import socket
 import ssl
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,25 @@ async def _closed_after(reader: asyncio.StreamReader, limit: float) -> float:
             while await reader.read(65536):
                 pass
     return time.monotonic() - started
+
+
+@contextlib.asynccontextmanager
+async def _trickling(writer: asyncio.StreamWriter, data: bytes) -> AsyncIterator[None]:
+    """`data` sent one byte every 50 ms while the block runs (the slow client); the sending stops on leaving."""
+
+    async def trickle() -> None:
+        for byte in data:
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    sender = asyncio.create_task(trickle())
+    try:
+        yield
+    finally:
+        sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError, ssl.SSLError):
+            await sender
 
 
 KINDS = pytest.mark.parametrize("kind", ["webhook", "extender"])
@@ -63,18 +83,8 @@ async def test_headers_sent_one_byte_at_a_time_are_cut_off_at_the_header_bound(k
     head = b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + b"X-Pad: y\r\n" * 100
     async with serve(kind, tmp_path) as s:
         reader, writer = await asyncio.open_connection(s.host, s.port, ssl=s.client, server_hostname="127.0.0.1")
-
-        async def trickle() -> None:
-            for byte in head:
-                writer.write(bytes([byte]))
-                await writer.drain()
-                await asyncio.sleep(0.05)
-
-        sender = asyncio.create_task(trickle())
-        elapsed = await _closed_after(reader, 30)
-        sender.cancel()
-        with contextlib.suppress(asyncio.CancelledError, ConnectionError, ssl.SSLError):
-            await sender
+        async with _trickling(writer, head):
+            elapsed = await _closed_after(reader, 30)
         writer.close()
     assert BOUNDS["headerSeconds"] * 0.9 <= elapsed <= BOUNDS["headerSeconds"] + SLACK
 
@@ -89,25 +99,16 @@ async def test_a_body_sent_slowly_gets_408_and_the_connection_closed_at_the_body
         writer.write(head.encode())
         await writer.drain()
 
-        async def trickle() -> None:
-            for _ in range(1000):
-                writer.write(b" ")
-                await writer.drain()
-                await asyncio.sleep(0.05)
-
-        sender = asyncio.create_task(trickle())
-        started = time.monotonic()
-        answer = b""
-        answered = None
-        with contextlib.suppress(ConnectionError, ssl.SSLError):
-            async with asyncio.timeout(30):
-                while chunk := await reader.read(65536):
-                    answered = answered or time.monotonic() - started
-                    answer += chunk
-        closed = time.monotonic() - started
-        sender.cancel()
-        with contextlib.suppress(asyncio.CancelledError, ConnectionError, ssl.SSLError):
-            await sender
+        async with _trickling(writer, b" " * 1000):
+            started = time.monotonic()
+            answer = b""
+            answered = None
+            with contextlib.suppress(ConnectionError, ssl.SSLError):
+                async with asyncio.timeout(30):
+                    while chunk := await reader.read(65536):
+                        answered = answered or time.monotonic() - started
+                        answer += chunk
+            closed = time.monotonic() - started
         writer.close()
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b"request body not received within 0.6s" in answer
@@ -144,17 +145,8 @@ async def test_a_later_head_on_a_kept_alive_connection_is_cut_off_at_the_header_
         assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\nok\n"), 10)).startswith(b"HTTP/1.1 200")
         await asyncio.sleep(BOUNDS["headerSeconds"] * 1.5)  # idle between requests is not a slow head
 
-        async def trickle() -> None:
-            for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: y\r\n" * 100:
-                writer.write(bytes([byte]))
-                await writer.drain()
-                await asyncio.sleep(0.05)
-
-        sender = asyncio.create_task(trickle())
-        elapsed = await _closed_after(reader, 30)
-        sender.cancel()
-        with contextlib.suppress(asyncio.CancelledError, ConnectionError, ssl.SSLError):
-            await sender
+        async with _trickling(writer, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: y\r\n" * 100):
+            elapsed = await _closed_after(reader, 30)
         writer.close()
     assert BOUNDS["headerSeconds"] * 0.9 <= elapsed <= BOUNDS["headerSeconds"] + SLACK
 

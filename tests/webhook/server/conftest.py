@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
-import aiohttp
 import pytest
-from server_helpers import Server, StandInChecks, client_ssl, make_config, reloader_for, start
+from server_helpers import Server, StandInChecks, make_config, reloader_for, serving
 
 from gpuclaim.double import tls as selfsigned
 from gpuclaim.dra.config import Config
@@ -32,13 +31,10 @@ async def server(tls_files: selfsigned.TlsFiles, config: Config) -> AsyncIterato
     logger.setLevel(logging.DEBUG)
     checks = StandInChecks()
     application = app.create_app(config, checks=checks, reloader=reloader_for(tls_files), time_limit=1.0)
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
     try:
-        yield Server(url, application, session, checks, tls_files.ca_pem)
+        async with serving(application, tls_files, checks) as server:
+            yield server
     finally:
-        await session.close()
-        await runner.cleanup()
         logger.setLevel(saved_level)
 
 

@@ -10,7 +10,7 @@ import jsonpatch
 import orjson
 import pytest
 from official_schemas import assert_valid
-from server_helpers import FIXTURES, Server, StandInChecks, client_ssl, make_config, pod_review, reloader_for, start
+from server_helpers import FIXTURES, Server, StandInChecks, make_config, pod_review, reloader_for, serving
 
 from gpuclaim.webhook import app
 
@@ -132,19 +132,11 @@ async def test_an_internal_error_in_validate_is_a_denial_with_status_500(server:
 
 
 async def test_the_internal_error_policy_is_read_from_config(tls_files: Any) -> None:
-    import aiohttp
-
-
     config = make_config(internalErrorPolicy={"validate": "allow", "mutate": "deny"})
     application = app.create_app(config, checks=StandInChecks(), reloader=reloader_for(tls_files))
-    runner, url = await start(application)
-    try:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files))) as session:
-            server = Server(url, application, session, None, tls_files.ca_pem)
-            _, mutated = await server.post("/mutate", pod_review(name="boom"))
-            _, validated = await server.post("/validate", pod_review(name="boom"))
-    finally:
-        await runner.cleanup()
+    async with serving(application, tls_files) as server:
+        _, mutated = await server.post("/mutate", pod_review(name="boom"))
+        _, validated = await server.post("/validate", pod_review(name="boom"))
     assert mutated["response"]["allowed"] is False and mutated["response"]["status"]["code"] == 500
     assert validated["response"]["allowed"] is True
     assert "without gpuclaim's checks" in validated["response"]["warnings"][0]

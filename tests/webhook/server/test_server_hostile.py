@@ -12,11 +12,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import jsonpatch
 import orjson
 import pytest
-from server_helpers import Server, client_ssl, make_config, pod_review, reloader_for, start
+from server_helpers import Server, make_config, pod_review, reloader_for, serving
 from test_server_cores import double, live  # noqa: F401  (fixtures: the API double and the server on it)
 
 from gpuclaim.double import tls as selfsigned
@@ -32,13 +31,10 @@ async def cores(tls_files: selfsigned.TlsFiles) -> AsyncIterator[Server]:
     gc.freeze()
     application = app.create_app(make_config(), checks=admit.core_checks(own_namespace="gpuclaim"),
                                  reloader=reloader_for(tls_files))
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
     try:
-        yield Server(url, application, session, None, tls_files.ca_pem)
+        async with serving(application, tls_files) as server:
+            yield server
     finally:
-        await session.close()
-        await runner.cleanup()
         gc.unfreeze()
 
 
@@ -141,19 +137,13 @@ async def test_a_compile_past_the_deadline_is_admitted_with_a_warning_naming_the
     config = dataclasses.replace(config, validation=dataclasses.replace(config.validation,
                                                                        compile_deadline_seconds=0.05))
     application = app.create_app(config, checks=admit.core_checks(), reloader=reloader_for(tls_files))
-    runner, url = await start(application)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files)))
-    try:
-        server = Server(url, application, session, None, tls_files.ca_pem)
+    async with serving(application, tls_files) as server:
         status, body = await server.post("/validate", claim_review(flood(1, 6, "deadline")))
-        response = body["response"]
-        assert status == 200 and response["allowed"] is True, response
-        [warning] = [w for w in response["warnings"] if "validation.compileDeadlineSeconds" in w]
-        assert warning.startswith("spec.devices.requests[0].firstAvailable[")
-        assert "gpuclaim did not check this object's CEL selectors" in warning
-    finally:
-        await session.close()
-        await runner.cleanup()
+    response = body["response"]
+    assert status == 200 and response["allowed"] is True, response
+    [warning] = [w for w in response["warnings"] if "validation.compileDeadlineSeconds" in w]
+    assert warning.startswith("spec.devices.requests[0].firstAvailable[")
+    assert "gpuclaim did not check this object's CEL selectors" in warning
 
 
 # --- finding 8: deep expressions, huge numbers, malformed bodies, bounded logs and messages ---

@@ -8,7 +8,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from server_helpers import Server, StandInChecks, client_ssl, make_config, pod_review, reloader_for, start
+from server_helpers import Server, StandInChecks, make_config, pod_review, reloader_for
+from server_helpers import serving as serving_tls
 
 from gpuclaim.double import tls as selfsigned
 from gpuclaim.double.apiserver import Settings, Store, serve
@@ -39,21 +40,18 @@ async def test_readyz_follows_the_cluster_view_from_unsynced_to_synced(
     double = await serve(store=Store(), workdir=tmp_path, settings=Settings(bookmark_interval=0.2))
     application = app.create_app(make_config(), checks=StandInChecks(), reloader=reloader_for(tls_files),
                                  kube_config=kube_config.from_kubeconfig(double.kubeconfig))
-    runner, url = await start(application)
     try:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files))) as session:
+        async with serving_tls(application, tls_files) as server:
             for _ in range(100):
-                async with session.get(url + "/readyz") as response:
-                    text = await response.text()
-                    if response.status == 200:
-                        break
+                status, text = await server.get("/readyz")
+                if status == 200:
+                    break
                 await asyncio.sleep(0.05)
-            assert response.status == 200 and "[+] cluster: synced" in text
+            assert status == 200 and "[+] cluster: synced" in text
             # the cluster view's own metrics share the webhook's registry
             registry = application[keys.REGISTRY]
             assert registry.get_sample_value("gpuclaim_kube_synced") == 1
     finally:
-        await runner.cleanup()
         await double.close()
 
 
@@ -64,17 +62,13 @@ async def test_readyz_reports_an_unreachable_cluster_as_not_synced(
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url="https://127.0.0.1:9", ca_pem=tls_files.ca_pem)
     application = app.create_app(make_config(), checks=StandInChecks(), reloader=reloader_for(tls_files),
                                  kube_config=kube_config.from_kubeconfig(kubeconfig))
-    runner, url = await start(application)
-    try:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files))) as session:
-            async with session.get(url + "/readyz") as response:
-                assert response.status == 503
-                assert "[-] cluster: not synced: no initial list yet of" in await response.text()
-            # admission still answers: a cluster outage must not block pods the checks can decide alone
-            async with session.post(url + "/mutate", json=pod_review()) as response:
-                assert response.status == 200
-    finally:
-        await runner.cleanup()
+    async with serving_tls(application, tls_files) as server:
+        status, text = await server.get("/readyz")
+        assert status == 503
+        assert "[-] cluster: not synced: no initial list yet of" in text
+        # admission still answers: a cluster outage must not block pods the checks can decide alone
+        status, _ = await server.post("/mutate", pod_review())
+        assert status == 200
 
 
 async def test_metrics_are_served_on_the_plain_http_port_with_the_documented_names(server: Server) -> None:

@@ -7,9 +7,7 @@ baseline p99. The schema registry's cache is process-wide, so the test empties i
 
 from __future__ import annotations
 
-import aiohttp
-import orjson
-from server_helpers import client_ssl, make_config, pod_review, reloader_for, start
+from server_helpers import make_config, pod_review, reloader_for, serving
 
 from gpuclaim.double import tls as selfsigned
 from gpuclaim.dra.schemas import registry
@@ -22,19 +20,14 @@ async def test_the_shipped_schemas_are_read_before_the_port_opens(tls_files: sel
     application = app.create_app(make_config(), checks=admit.core_checks(own_namespace="gpuclaim"),
                                  reloader=reloader_for(tls_files))
     assert registry.shipped.cache_info().currsize == 0
-    runner, url = await start(application)
-    try:
+    async with serving(application, tls_files) as server:
         # the port is open and nothing was asked yet: the schemas (and the registry the checks use) are loaded
         assert registry.shipped.cache_info().currsize == 1
         assert registry.registry.cache_info().currsize == 1
-        async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files))) as session,
-                    session.post(url + "/mutate", data=orjson.dumps(pod_review()),
-                                 headers={"Content-Type": "application/json"}) as response):
-            assert response.status == 200
-            assert (await response.json())["response"]["allowed"] is True
+        status, body = await server.post("/mutate", pod_review())
+        assert status == 200
+        assert body["response"]["allowed"] is True
         assert registry.shipped.cache_info().misses == 1  # the requests found them loaded
-    finally:
-        await runner.cleanup()
 
 
 async def test_a_warm_up_that_fails_does_not_keep_the_server_from_starting(tls_files: selfsigned.TlsFiles) -> None:
@@ -44,10 +37,6 @@ async def test_a_warm_up_that_fails_does_not_keep_the_server_from_starting(tls_f
 
     application = app.create_app(make_config(), checks=Broken(own_namespace="gpuclaim"),
                                  reloader=reloader_for(tls_files))
-    runner, url = await start(application)
-    try:
-        async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl(tls_files))) as session,
-                    session.get(url + "/healthz") as response):
-            assert response.status == 200
-    finally:
-        await runner.cleanup()
+    async with serving(application, tls_files) as server:
+        status, _ = await server.get("/healthz")
+        assert status == 200
