@@ -314,6 +314,15 @@ def _login_page(status: int, message: str) -> web.Response:
     return web.Response(status=status, text=text, content_type="text/html", headers=headers)
 
 
+def _page_error(status: int, message: str, **headers: str) -> web.Response:
+    """The page's own refusals, for a person in a browser: the message in words and the way back to the whole
+    page (the API answers the same refusals as JSON)."""
+    text = ("<!doctype html><html lang=en><head><meta charset=utf-8><title>gpuclaim fleet</title></head>"
+            f"<body><h1>GPU fleet</h1><p role=alert>{html.escape(message)}</p>"
+            "<p><a href=fleet>The whole page</a></p></body></html>")
+    return web.Response(status=status, text=text, content_type="text/html", headers=headers)
+
+
 async def fleet_page(request: web.Request) -> web.StreamResponse:
     verdict = await _verdict(request)
     if isinstance(verdict, web.Response):
@@ -323,14 +332,14 @@ async def fleet_page(request: web.Request) -> web.StreamResponse:
     try:
         filters, _ = parse_query(request.query_string, max_bytes=request.app[CONFIG].fleet.max_query_bytes)
     except BadParameter as exc:
-        return _error(400, str(exc), parameter=exc.parameter)
+        return _page_error(400, str(exc))
     if filters.namespace is not None and not verdict.scope.sees(filters.namespace):
-        return _error(403, f"namespace: you may not list pods in namespace {filters.namespace!r}",
-                      parameter="namespace")
+        return _page_error(403, f"namespace: you may not list pods in namespace {filters.namespace!r}")
     try:
         _, body = await _body(request, verdict.scope, filters)
     except Building as exc:
-        return _error(503, str(exc), **{"Retry-After": "2"})
+        return _page_error(503, f"{exc}; this page tries again in 2 seconds",
+                           **{"Retry-After": "2", "Refresh": "2"})
     return web.Response(text=_render(orjson.loads(body), ""), content_type="text/html")
 
 

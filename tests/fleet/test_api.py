@@ -57,6 +57,13 @@ async def test_namespace_viewer_sees_only_their_namespace(aiohttp_client: Any) -
     assert r.status == 200 and b"a-0" in raw and b"b-0" not in raw and b"team-b" not in raw
     r = await client.get("/api/v1/fleet?namespace=team-b", headers=bearer("t-alice"))
     assert r.status == 403 and orjson.loads(await r.read())["parameter"] == "namespace"
+    # the page says the same to a person, in a page
+    r = await client.get("/fleet?namespace=team-b", headers=bearer("t-alice"))
+    text = await r.text()
+    assert r.status == 403 and r.content_type == "text/html"
+    assert "you may not list pods in namespace &#x27;team-b&#x27;" in text and "b-0" not in text
+    r = await client.get("/fleet?driver=bad_name!", headers=bearer("t-alice"))
+    assert r.status == 400 and r.content_type == "text/html" and "driver: " in await r.text()
 
 
 async def test_sign_in_sets_a_cookie_the_page_and_api_accept(aiohttp_client: Any) -> None:
