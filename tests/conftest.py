@@ -7,7 +7,9 @@ writes, exactly as the servers configure theirs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import io
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,8 +21,25 @@ import gpuclaim.dra.cel  # noqa: F401
 from gpuclaim.double.apiserver import RunningDouble, Settings, Store, serve
 from gpuclaim.kube import config
 from gpuclaim.kube.client import KubeClient
+from gpuclaim.serving import logs
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def json_log() -> Iterator[io.StringIO]:
+    """The servers' log set-up (JSON, debug) writing to a string for the test; the root logger restored after."""
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    handler = logs.setup(level="debug", fmt="json", stream=stream)
+    try:
+        yield stream
+    finally:
+        root.removeHandler(handler)
+        for h in saved[0]:
+            root.addHandler(h)
+        root.setLevel(saved[1])
 
 
 @pytest.fixture

@@ -9,33 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import io
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
-
-from gpuclaim.serving import logs
 
 from . import served
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.secret-part-of-the-token"
 
 
-@pytest.fixture
-def json_log() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
-    handler = logs.setup(level="info", fmt="json", stream=stream)
-    try:
-        yield stream
-    finally:
-        root.removeHandler(handler)
-        for h in saved[0]:
-            root.addHandler(h)
-        root.setLevel(saved[1])
 
 
 @pytest.mark.parametrize(("kind", "path"), [("webhook", "/validate"), ("extender", "/prioritize")])

@@ -85,6 +85,18 @@ _SIZER = (bytes, str, list, tuple)  # and maps
 _CONVERSION_FUNCTIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
 
 
+def _taken_apart(value: Fn) -> Fn:
+    """`value`, with a present optional's value passed through cel-go v0.26's applyQualifiers (``_go_round_trip``)."""
+
+    def resolve(env: dict[str, Any]) -> Any:
+        v = value(env)
+        if type(v) is Optional and v.present:
+            return Optional(_go_round_trip(v.value), True)
+        return v
+
+    return resolve
+
+
 def _is_attribute(e: ast.Expr) -> bool:
     """Whether cel-go plans `e` as an attribute (interpreter/planner.go): a name, or a selection of one."""
     return isinstance(e, ast.Ident | ast.Select) or (
@@ -406,14 +418,7 @@ class _Compiler:
         quantity or semver cannot be converted back. v0.29 keeps the value (``GetValue()``)."""
         if self.cel_go >= 29:
             return read
-
-        def resolve(env: dict[str, Any]) -> Any:
-            v = read(env)
-            if type(v) is Optional and v.present:
-                return Optional(_go_round_trip(v.value), True)
-            return v
-
-        return resolve
+        return _taken_apart(read)
 
     def qualified(self, operand: ast.Expr, value: Fn) -> Fn:
         """The operand of a field or index selection. cel-go v0.26 plans a selection of a value that is not an
@@ -423,14 +428,7 @@ class _Compiler:
         same attribute, and a variable is taken apart where it is read."""
         if self.cel_go >= 29 or _is_attribute(operand):
             return value
-
-        def resolve(env: dict[str, Any]) -> Any:
-            v = value(env)
-            if type(v) is Optional and v.present:
-                return Optional(_go_round_trip(v.value), True)
-            return v
-
-        return resolve
+        return _taken_apart(value)
 
     def two_variable(self, e: ast.Comprehension) -> Fn:
         rng, v1, v2, macro = self.build(e.iter_range), e.iter_var, e.iter_var2 or "", e.macro

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -16,19 +15,6 @@ from gpuclaim.serving import logs as wlogging
 SECRET = "s3cr3t-value-from-env"
 
 
-@pytest.fixture
-def json_log() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
-    handler = wlogging.setup(level="debug", fmt="json", stream=stream)
-    try:
-        yield stream
-    finally:
-        root.removeHandler(handler)
-        for h in saved[0]:
-            root.addHandler(h)
-        root.setLevel(saved[1])
 
 
 def _secret_pod(name: str, uid: str) -> dict[str, object]:
