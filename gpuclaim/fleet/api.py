@@ -304,23 +304,24 @@ def _plain_page(snapshot: dict[str, Any]) -> str:
             f"<th>free MIG slices</th></tr></thead><tbody>{''.join(rows)}</tbody></table></body></html>")
 
 
-def _login_page(status: int, message: str) -> web.Response:
-    text = ("<!doctype html><html lang=en><head><meta charset=utf-8><title>gpuclaim fleet: sign in</title></head>"
-            f"<body><h1>GPU fleet</h1><p role=alert>{html.escape(message)}</p>"
-            "<form method=post action=fleet/login><label>Bearer token (a ServiceAccount token, "
-            "<code>kubectl create token ...</code>) <input type=password name=token autocomplete=off required>"
-            "</label> <button type=submit>Sign in</button></form></body></html>")
-    headers = {"WWW-Authenticate": 'Bearer realm="gpuclaim-fleet"'} if status == 401 else {}
+def _message_page(status: int, title: str, message: str, then: str, headers: dict[str, str]) -> web.Response:
+    """A short page for a person in a browser: the message in words, then `then` (HTML)."""
+    text = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{title}</title></head>"
+            f"<body><h1>GPU fleet</h1><p role=alert>{html.escape(message)}</p>{then}</body></html>")
     return web.Response(status=status, text=text, content_type="text/html", headers=headers)
+
+
+def _login_page(status: int, message: str) -> web.Response:
+    form = ("<form method=post action=fleet/login><label>Bearer token (a ServiceAccount token, "
+            "<code>kubectl create token ...</code>) <input type=password name=token autocomplete=off required>"
+            "</label> <button type=submit>Sign in</button></form>")
+    headers = {"WWW-Authenticate": 'Bearer realm="gpuclaim-fleet"'} if status == 401 else {}
+    return _message_page(status, "gpuclaim fleet: sign in", message, form, headers)
 
 
 def _page_error(status: int, message: str, **headers: str) -> web.Response:
-    """The page's own refusals, for a person in a browser: the message in words and the way back to the whole
-    page (the API answers the same refusals as JSON)."""
-    text = ("<!doctype html><html lang=en><head><meta charset=utf-8><title>gpuclaim fleet</title></head>"
-            f"<body><h1>GPU fleet</h1><p role=alert>{html.escape(message)}</p>"
-            "<p><a href=fleet>The whole page</a></p></body></html>")
-    return web.Response(status=status, text=text, content_type="text/html", headers=headers)
+    """The page's own refusals: the way back to the whole page (the API answers the same refusals as JSON)."""
+    return _message_page(status, "gpuclaim fleet", message, "<p><a href=fleet>The whole page</a></p>", headers)
 
 
 async def fleet_page(request: web.Request) -> web.StreamResponse:
