@@ -28,9 +28,7 @@ def serving_double(data: Path, work: Path) -> Iterator[str]:
             raise RuntimeError(f"the API double exited with {server.wait()} before serving")
         yield kubeconfig
     finally:
-        server.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            server.wait(timeout=30)
+        _stop(server)
 
 
 @contextlib.contextmanager
@@ -43,9 +41,14 @@ def serving_extender(kubeconfig: str, *listen: str) -> Iterator[subprocess.Popen
     try:
         yield extender
     finally:
-        extender.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            extender.wait(timeout=30)
+        _stop(extender)
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM, then up to 30 s for the process to finish its shutdown (both servers' grace period is 25 s)."""
+    process.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=30)
 
 
 @contextlib.asynccontextmanager
