@@ -31,7 +31,8 @@ def no_overload() -> NoReturn:
 
 class Broken:
     """An error held as a value. cel-go v0.26 can put a ``*types.Err`` inside an optional (``runtime``'s
-    ``read_variable``): the optional has a value, and the error surfaces only where that value is used."""
+    ``read_variable``), and cel-go keeps such a value as an optional list element or map entry: the optional or
+    container has it, and the error surfaces only where that value is read (``unbroken``)."""
 
     __slots__ = ("error",)
 
