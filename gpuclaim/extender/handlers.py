@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
+from typing import TypeVar, cast
 
 from aiohttp import web
 
-from gpuclaim.serving import connections, expect, offload
+from gpuclaim.serving import connections, expect
 
 from . import keys, mixed, predict, wire
 from .readiness import Readiness
@@ -30,6 +30,10 @@ JSON = "application/json"
 # take turns (kube-scheduler sends 500 names at 5,000 nodes)
 _SLICE_SECONDS = 0.002
 _LONG = 1000
+#: a body above this is decoded in slices (the webhook's threshold for its worker thread); below, one orjson call
+#: is shorter than a slice
+BIG_BODY_BYTES = 256 * 1024
+_T = TypeVar("_T")
 
 
 async def _body(request: web.Request) -> bytes:
@@ -57,13 +61,26 @@ def _answer(body: bytes) -> web.Response:
 async def _args(request: web.Request) -> wire.ExtenderArgs:
     body = await _body(request)
     max_nodes = request.app[keys.CONFIG].max_nodes
-    if len(body) > offload.BIG_BODY_BYTES:
-        # as the webhook does: decoded in steps in the worker thread, so the loop keeps answering meanwhile
-        # (a 55 MB body decoded on the loop in one orjson call stopped it for seconds, issue 22)
-        decode = functools.partial(wire.decode_args, body, max_nodes=max_nodes, stepwise=True)
-        args: wire.ExtenderArgs = await offload.off_loop(decode)
-        return args
-    return wire.decode_args(body, max_nodes=max_nodes)
+    if len(body) <= BIG_BODY_BYTES:
+        return wire.decode_args(body, max_nodes=max_nodes)
+    # decoded on the loop a slice at a time, one big body after the other: in one orjson call a 55 MB body stopped
+    # the loop for seconds (issue 22), and decoded in a worker thread 50 bodies of 1.5 MB at once made the loop
+    # wait for the GIL at every read and write while the worker held it (/healthz p99 79 ms, 27 ms like this)
+    async with request.app[keys.LONG_CALLS]:
+        return await _in_turns(wire.decode_args_in_steps(body, max_nodes=max_nodes))
+
+
+async def _in_turns(steps: Generator[None, None, _T]) -> _T:
+    """Run a step generator to its end on the loop, yielding the loop once it has run for `_SLICE_SECONDS`."""
+    since = time.perf_counter()
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return cast(_T, done.value)
+        if time.perf_counter() - since > _SLICE_SECONDS:
+            await asyncio.sleep(0)
+            since = time.perf_counter()
 
 
 async def _verdicts(request: web.Request, args: wire.ExtenderArgs,

@@ -8,7 +8,7 @@ objects are ordinary Kubernetes JSON (camelCase), read as plain dicts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,17 +67,36 @@ def _typename(value: object) -> str:
     )
 
 
-def decode_args(body: bytes, *, max_nodes: int = DEFAULT_MAX_NODES, stepwise: bool = False) -> ExtenderArgs:
+def decode_args(body: bytes, *, max_nodes: int = DEFAULT_MAX_NODES) -> ExtenderArgs:
     """Parse an ExtenderArgs body; raise WireError with the field path of the first problem. More than
-    ``max_nodes`` candidates is a problem of its own, found before anything is done per node. ``stepwise``: for a
-    big body decoded in a worker thread, in steps that let the event loop have the GIL between them
-    (``serving.chunked_json``)."""
+    ``max_nodes`` candidates is a problem of its own, found before anything is done per node."""
     if not body:
         raise WireError("empty request body: expected an ExtenderArgs JSON object")
     try:
-        raw = chunked_json.loads(body) if stepwise else orjson.loads(body)
+        raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise WireError(f"request body is not JSON: {exc}") from None
+    return _args(raw, max_nodes)
+
+
+def decode_args_in_steps(body: bytes, *, max_nodes: int = DEFAULT_MAX_NODES) -> Generator[None, None, ExtenderArgs]:
+    """`decode_args` for a big body, as a generator that stops after each bounded step of the JSON decoding
+    (``serving.chunked_json``) and returns the ExtenderArgs: the caller runs it on the event loop a slice at a
+    time, so other requests and the probes are answered in between."""
+    if not body:
+        raise WireError("empty request body: expected an ExtenderArgs JSON object")
+    try:
+        # kube-scheduler's one NodeNames array: past max_nodes, refused without decoding the rest
+        raw = yield from chunked_json.steps(body, bounded=("NodeNames", max_nodes))
+    except orjson.JSONDecodeError as exc:
+        raise WireError(f"request body is not JSON: {exc}") from None
+    except chunked_json.Overlong:
+        raise WireError(f"NodeNames: {max_nodes + 1} or more candidate nodes, more than the {max_nodes} one request "
+                        "may name (extender.maxNodes)") from None
+    return _args(raw, max_nodes)
+
+
+def _args(raw: Any, max_nodes: int) -> ExtenderArgs:
     if not isinstance(raw, dict):
         raise WireError(f"request body: expected an ExtenderArgs object, got {_typename(raw)}")
     # the names are read first, so a bad Pod still leaves /prioritize every candidate to answer; the Pod's problem

@@ -1,10 +1,14 @@
-"""Pure work on big request bodies, off the event loop: one worker thread per process, shared by its server.
+"""Pure work on big request bodies, off the event loop: one worker thread per process, for the webhook's big pods.
 
 A big body's decoding (and whatever else is linear in it) would stop every other request and probe of the loop
 for tens of ms; in the thread it only competes for the GIL, and with `chunked_json` decoding in short steps the
 loop gets it back every switch interval. One thread, not a pool: big bodies wait for each other, so a flood of
 them costs the other requests one thread's share of the GIL, never all of it, and their decoded objects exist
 one at a time.
+
+The extender does not use it: its big bodies are only decoded, and a loop that reads 50 bodies at once while a
+worker holds the GIL waits for it at every read and write; it decodes them on the loop in slices, one body at a
+time (`extender.handlers`, measured in docs/hardening.md).
 """
 
 from __future__ import annotations

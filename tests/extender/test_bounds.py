@@ -4,7 +4,8 @@
   64 shapes over 5,000 nodes took the extender from 289 to 1,685 MB);
 - more candidates than ``extender.maxNodes`` are refused before anything is done per node, the field and the key
   named;
-- a big body is decoded off the event loop, which keeps answering meanwhile;
+- a big body is decoded on the event loop in slices, one body at a time, and the loop keeps answering meanwhile;
+  past ``extender.maxNodes`` names the decoding stops;
 - a bad Pod with readable names still gets equal scores for every name (issue 23, item 7).
 """
 
@@ -238,3 +239,23 @@ async def test_a_long_answer_encoded_in_turns_is_the_answer_in_one_piece(aiohttp
             await (await client.post("/prioritize", data=_args(fleet.pod("t1"), part))).read()))
     assert {e["Host"]: e["Score"] for e in answer} == pieces
     assert any(e["Score"] > 0 for e in answer)
+
+
+async def test_a_big_body_past_max_nodes_is_refused_without_reading_the_rest(aiohttp_client: Any) -> None:
+    """A big body stops being decoded at the (maxNodes + 1)th name: the 50-client flood of 50,000 names each
+    (issue 22) costs the loop 15,001 names a body, not 50,000. So a body broken after that many names is refused
+    for its length; the same names within the bound, or a small body, are read to the end."""
+    config = load_config({})
+    client = await _client(aiohttp_client, config, _view(config, nodes=2))
+    names = [f"unknown-node-{i:07d}" for i in range(50_000)]
+    broken = _args(fleet.pod("t1"), names)[:-3] + b", !]}"
+    assert len(broken) > 256 * 1024  # decoded in slices
+    out = await (await client.post("/filter", data=io.BytesIO(broken))).json()
+    assert out["Error"] == ("gpuclaim extender: NodeNames: 15001 or more candidate nodes, more than the 15000 one "
+                            "request may name (extender.maxNodes)")  # fmt: skip
+    within = _args(fleet.pod("t1"), names[:15_000])[:-3] + b", !]}"
+    assert len(within) > 256 * 1024
+    out = await (await client.post("/filter", data=io.BytesIO(within))).json()
+    assert out["Error"].startswith("gpuclaim extender: request body is not JSON")
+    resp = await client.post("/prioritize", data=io.BytesIO(_args(fleet.pod("t1"), names[:15_000])))
+    assert len(await resp.json()) == 15_000

@@ -154,3 +154,66 @@ def test_no_single_step_decodes_more_than_a_run(monkeypatch: pytest.MonkeyPatch)
     assert chunked_json.loads(body) == orjson.loads(body)
     assert max(sizes) <= chunked_json.RUN
     assert len(sizes) >= 50_000 // chunked_json.RUN
+
+
+
+def _bounded_verdict(doc: bytes, bound: int) -> tuple[str, Any]:
+    decoding = chunked_json.steps(doc, bounded=("names", bound))
+    try:
+        while True:
+            next(decoding)
+    except StopIteration as done:
+        return "ok", canonical(done.value)
+    except chunked_json.Overlong:
+        return "overlong", None
+    except orjson.JSONDecodeError:
+        return "refused", None
+
+
+@st.composite
+def _with_names(draw: st.DrawFn) -> tuple[bytes, int]:
+    """A top-level object whose "names" array has around RUN elements (scalars, some containers among them) next
+    to other entries, one of them a nested "names" array that the bound does not reach; mutated byte by byte half
+    of the time. Returned with a bound near the array's length."""
+    count = draw(st.sampled_from([0, 1, 2, chunked_json.RUN - 1, chunked_json.RUN, chunked_json.RUN + 1,
+                                  2 * chunked_json.RUN + 3]))
+    odd = draw(st.one_of(_SCALARS, st.sampled_from(["{}", "[1]", '{"a": [2]}'])))
+    every = draw(st.sampled_from([1, 7, 10_000]))  # where the odd element sits
+    names = "[" + ",".join(odd if i % every == every - 1 else f'"n{i}"' for i in range(count)) + "]"
+    entries = draw(st.permutations([f'"names":{names}', f'"Pod":{draw(_document())}', f'"other":{{"names":{names}}}']))
+    doc = ("{" + ",".join(entries) + "}").encode("utf-8", "surrogatepass")
+    for _ in range(draw(st.integers(0, 2)) if draw(st.booleans()) else 0):
+        at = draw(st.integers(0, len(doc)))
+        doc = doc[:at] + bytes([draw(st.sampled_from(list(b'{}[],:" ')))]) + doc[at + 1 :]
+    return doc, max(0, count + draw(st.sampled_from([-2, -1, 0, 1])))
+
+
+@settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_with_names())
+@example(case=(b'{"names": ["a", "b", "c"]}', 2))  # past the bound only by its last element, after the runs
+@example(case=(b'{"names": ["a", "b", {}]}', 2))  # ... by a container
+@example(case=(b'{"other": {"names": ["a", "b", "c"]}}', 0))  # nested: never bounded
+def test_a_bounded_array_stops_the_decoding_past_its_bound_and_changes_nothing_else(case: tuple[bytes, int]) -> None:
+    """With `bounded`, a document decodes as orjson decodes it (same values, same refusals), except that a
+    top-level "names" array longer than the bound stops the decoding there: Overlong, whatever follows."""
+    doc, bound = case
+    got = _bounded_verdict(doc, bound)
+    expected = verdict(orjson.loads, doc)
+    decoded = orjson.loads(doc) if expected[0] == "ok" else None
+    too_long = isinstance(decoded, dict) and isinstance(decoded.get("names"), list) and len(decoded["names"]) > bound
+    if got[0] == "overlong":
+        # orjson refuses something after the cut, or agrees that the array is too long
+        assert expected[0] == "refused" or too_long, doc
+    else:
+        assert got == expected and not too_long, doc
+
+
+def test_a_bounded_array_is_refused_before_the_rest_is_read() -> None:
+    """The point of the bound: 50,000 names where 15,000 may be named stop the decoding after the 15,001st, so a
+    document broken after them is refused for its length, not for the break; 15,000 decode whole."""
+    names = orjson.dumps([f"node-{i:06d}" for i in range(50_000)])
+    broken = b'{"Pod": {}, "names": ' + names + b', "tail": [1, 2, !'
+    assert _bounded_verdict(broken, 15_000) == ("overlong", None)
+    assert verdict(chunked_json.loads, broken) == ("refused", None)
+    whole = b'{"Pod": {}, "names": ' + orjson.dumps([f"node-{i}" for i in range(15_000)]) + b"}"
+    assert _bounded_verdict(whole, 15_000) == verdict(orjson.loads, whole)
