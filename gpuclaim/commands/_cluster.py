@@ -32,6 +32,8 @@ def read(args: argparse.Namespace, **listing: Any) -> Read:
     listed, namespace, namespaced, needs); a dump is read whole."""
     from gpuclaim.audit import sources
 
+    if args.cluster is None and args.kubernetes_version is not None:
+        raise UsageError("--kubernetes-version: only for a dump (--cluster); a live cluster's comes from /version")
     try:
         if args.cluster is not None:
             return Read(sources.from_directory(args.cluster), args.kubernetes_version or "", None)

@@ -26,7 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, metavar="FILE", help="the gpuclaim config file (mappings, opt-out, "
                         "mixedNodes) the report judges with")
     parser.add_argument("--kubernetes-version", metavar="X.Y",
-                        help="the version of an offline dump (default: the newest supported); live: /version")
+                        help="the version of an offline dump (default: the newest supported); refused live, where "
+                        "the cluster's /version is used")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 

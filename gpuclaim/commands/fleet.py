@@ -104,8 +104,6 @@ def _read(args: argparse.Namespace, namespace: str | None) -> tuple[Any, str]:
     the fleet reads (and to `namespace` for the namespaced kinds, so a namespace viewer's rights suffice)."""
     from gpuclaim.commands import _cluster
 
-    if args.cluster is None and args.kubernetes_version is not None:
-        raise UsageError("--kubernetes-version: only for a dump (--cluster); a live cluster's comes from /version")
     listed = LISTED if namespace is None else tuple(k for k in LISTED if k[0] != "Node")
     needs = WHOLE_FLEET_RIGHTS if namespace is None else NAMESPACE_RIGHTS.format(ns=namespace)
     cluster = _cluster.read(args, listed=listed, namespace=namespace, namespaced=NAMESPACED, needs=needs)

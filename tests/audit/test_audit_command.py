@@ -133,10 +133,12 @@ def test_text_output_names_every_section(tmp_path: Path, capsys: pytest.CaptureF
 @pytest.mark.parametrize(("args", "message"), [
     (["--cluster", "/nonexistent"], "not a directory"),
     (["--kubernetes-version", "1.20"], "not supported"),
+    # a live cluster's version is its /version: the flag would be ignored, so it is refused (as `fleet` does)
+    (["--kubeconfig", "/nonexistent", "--kubernetes-version", "1.35"], "--kubernetes-version: only for a dump"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
                                           message: str) -> None:
-    if "--cluster" not in args:
+    if "--cluster" not in args and "--kubeconfig" not in args:
         args = ["--cluster", str(dump(tmp_path)), *args]
     code, _, err = audit(capsys, *args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
