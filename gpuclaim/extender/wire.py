@@ -86,13 +86,13 @@ def decode_args_in_steps(body: bytes, *, max_nodes: int = DEFAULT_MAX_NODES) -> 
     if not body:
         raise WireError("empty request body: expected an ExtenderArgs JSON object")
     try:
-        # kube-scheduler's one NodeNames array: past max_nodes, refused without decoding the rest
-        raw = yield from chunked_json.steps(body, bounded=("NodeNames", max_nodes))
+        # the candidates, in either form: past max_nodes, refused without decoding the rest
+        raw = yield from chunked_json.steps(body, bounded={("NodeNames",): max_nodes, ("Nodes", "items"): max_nodes})
     except orjson.JSONDecodeError as exc:
         raise WireError(f"request body is not JSON: {exc}") from None
-    except chunked_json.Overlong:
-        raise WireError(f"NodeNames: {max_nodes + 1} or more candidate nodes, more than the {max_nodes} one request "
-                        "may name (extender.maxNodes)") from None
+    except chunked_json.Overlong as exc:
+        raise WireError(f"{'.'.join(exc.path)}: {max_nodes + 1} or more candidate nodes, more than the {max_nodes} "
+                        "one request may name (extender.maxNodes)") from None
     return _args(raw, max_nodes)
 
 

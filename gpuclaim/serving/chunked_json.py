@@ -18,7 +18,7 @@ brackets, commas, colons, a depth of at most 1,024 containers) follows orjson's 
 from __future__ import annotations
 
 import re
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import orjson
@@ -42,12 +42,15 @@ _OBJECT_RUN = re.compile(rb"(?>[ \t\n\r]*+%s[ \t\n\r]*+:[ \t\n\r]*+%s[ \t\n\r]*+
 _ARRAY_RUN = re.compile(rb"(?>[ \t\n\r]*+%s[ \t\n\r]*+,){1,%d}+" % (_SCALAR_SOURCE, RUN), re.DOTALL)
 
 
-class Overlong(ValueError):
-    """The bounded array of `steps` has more elements than its bound allows: decoding stopped there."""
+Bound = tuple[tuple[str, ...], int]  # an array's path of object keys from the top, and its most elements
 
-    def __init__(self, key: str, bound: int) -> None:
-        super().__init__(f"{key}: more than {bound} elements")
-        self.key, self.bound = key, bound
+
+class Overlong(ValueError):
+    """A bounded array of `steps` has more elements than its bound allows: decoding stopped there."""
+
+    def __init__(self, path: tuple[str, ...], bound: int) -> None:
+        super().__init__(f"{'.'.join(path)}: more than {bound} elements")
+        self.path, self.bound = path, bound
 
 
 def _ws(data: bytes, pos: int) -> int:
@@ -73,15 +76,16 @@ def loads(data: bytes) -> Any:
             return done.value
 
 
-def steps(data: bytes, *, bounded: tuple[str, int] | None = None) -> Generator[None, None, Any]:
+def steps(data: bytes, *, bounded: Mapping[tuple[str, ...], int] | None = None) -> Generator[None, None, Any]:
     """`loads` as a generator that stops after each bounded step (a run, a scalar, a container's edge) and
     returns the decoded value: for a caller that interleaves the decoding with other work on its own thread.
-    `bounded` (key, n): an array that is the value of `key` in the top-level object may have at most n elements;
-    `Overlong` is raised once more are decoded, whatever the rest of the document holds (a request that names
-    50,000 nodes where 15,000 may be named is refused after 15,001 or at most a run more, not after 50,000)."""
+    `bounded` {path: n}: an array reached from the top-level object through the object keys `path` (and no array
+    on the way) may have at most n elements; `Overlong` is raised once more are decoded, whatever the rest of the
+    document holds (a request that names 50,000 nodes where 15,000 may be named is refused after 15,001 or at
+    most a run more, not after 50,000)."""
     stack: list[dict[str, Any] | list[Any]] = []
     keys: list[str] = []  # the key each open object is waiting to fill
-    watched: list[Any] | None = None  # the bounded array, once open
+    limits: dict[int, Bound] = {}  # the open bounded arrays (by id: each is kept alive by its parent meanwhile)
     pos = _ws(data, 0)
     end = len(data)
     while True:
@@ -100,9 +104,10 @@ def steps(data: bytes, *, bounded: tuple[str, int] | None = None) -> Generator[N
                 if isinstance(container, dict):
                     pos = yield from _entries(data, pos, container, keys)
                 else:
-                    if bounded and len(stack) == 2 and isinstance(stack[0], dict) and keys[-1] == bounded[0]:
-                        watched = container
-                    pos = yield from _elements(data, pos, container, bounded if container is watched else None)
+                    bound = _bound_of(bounded, stack, keys) if bounded else None
+                    if bound is not None:
+                        limits[id(container)] = bound
+                    pos = yield from _elements(data, pos, container, bound)
                 continue
         else:
             token = _SCALAR.match(data, pos)
@@ -127,15 +132,27 @@ def steps(data: bytes, *, bounded: tuple[str, int] | None = None) -> Generator[N
                     raise _fail(data, pos, "expected ',' or '}' after an object entry")
             else:
                 parent.append(value)
-                if parent is watched and bounded and len(parent) > bounded[1]:
-                    raise Overlong(*bounded)
+                bound = limits.get(id(parent)) if limits else None
+                if bound is not None and len(parent) > bound[1]:
+                    raise Overlong(*bound)
                 if separator == b",":
-                    pos = yield from _elements(data, _ws(data, pos + 1), parent, bounded if parent is watched else None)
+                    pos = yield from _elements(data, _ws(data, pos + 1), parent, bound)
                     break
                 if separator != b"]":
                     raise _fail(data, pos, "expected ',' or ']' after an array element")
             value, pos = stack.pop(), pos + 1
         yield
+
+
+def _bound_of(bounded: Mapping[tuple[str, ...], int], stack: list[dict[str, Any] | list[Any]], keys: list[str]
+              ) -> Bound | None:
+    """The bound of the array just opened (on top of `stack`), if its path is bounded: every container around it
+    is an object, so `keys` holds exactly the keys that lead to it."""
+    if len(keys) != len(stack) - 1:
+        return None  # an array on the way
+    path = tuple(keys)
+    limit = bounded.get(path)
+    return None if limit is None else (path, limit)
 
 
 def _entries(data: bytes, pos: int, target: dict[str, Any], keys: list[str]) -> Generator[None, None, int]:
@@ -155,8 +172,7 @@ def _entries(data: bytes, pos: int, target: dict[str, Any], keys: list[str]) -> 
     return _ws(data, colon + 1)
 
 
-def _elements(data: bytes, pos: int, target: list[Any], bounded: tuple[str, int] | None
-              ) -> Generator[None, None, int]:
+def _elements(data: bytes, pos: int, target: list[Any], bounded: Bound | None) -> Generator[None, None, int]:
     """At the first character of an array element: decode runs of scalar elements into `target`; returns where
     the next element starts. `bounded`: `target` is the bounded array of `steps`, checked after each run (the
     caller checks the elements it appends itself)."""

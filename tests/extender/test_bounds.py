@@ -262,3 +262,9 @@ async def test_a_big_body_past_max_nodes_is_refused_without_reading_the_rest(aio
     assert out["Error"].startswith("gpuclaim extender: request body is not JSON")
     resp = await client.post("/prioritize", data=io.BytesIO(_args(fleet.pod("t1"), names[:15_000])))
     assert len(await resp.json()) == 15_000
+    # the full-NodeList form (nodeCacheCapable: false) is bounded the same way, at Nodes.items
+    items = [{"metadata": {"name": name}} for name in names]
+    broken = orjson.dumps({"Pod": fleet.pod("t1"), "Nodes": {"items": items}})[:-3] + b", !]}}"
+    out = await (await client.post("/filter", data=io.BytesIO(broken))).json()
+    assert out["Error"] == ("gpuclaim extender: Nodes.items: 15001 or more candidate nodes, more than the 15000 one "
+                            "request may name (extender.maxNodes)")  # fmt: skip

@@ -158,7 +158,7 @@ def test_no_single_step_decodes_more_than_a_run(monkeypatch: pytest.MonkeyPatch)
 
 
 def _bounded_verdict(doc: bytes, bound: int) -> tuple[str, Any]:
-    decoding = chunked_json.steps(doc, bounded=("names", bound))
+    decoding = chunked_json.steps(doc, bounded={("names",): bound, ("other", "names"): bound})
     try:
         while True:
             next(decoding)
@@ -172,15 +172,20 @@ def _bounded_verdict(doc: bytes, bound: int) -> tuple[str, Any]:
 
 @st.composite
 def _with_names(draw: st.DrawFn) -> tuple[bytes, int]:
-    """A top-level object whose "names" array has around RUN elements (scalars, some containers among them) next
-    to other entries, one of them a nested "names" array that the bound does not reach; mutated byte by byte half
-    of the time. Returned with a bound near the array's length."""
+    """An object whose "names" array, and the same under "other", have around RUN elements (scalars, some
+    containers among them), beside a longer copy inside an array (never bounded: an array on the way); mutated
+    byte by byte half of the time. Returned with a bound near the arrays' length."""
     count = draw(st.sampled_from([0, 1, 2, chunked_json.RUN - 1, chunked_json.RUN, chunked_json.RUN + 1,
                                   2 * chunked_json.RUN + 3]))
     odd = draw(st.one_of(_SCALARS, st.sampled_from(["{}", "[1]", '{"a": [2]}'])))
     every = draw(st.sampled_from([1, 7, 10_000]))  # where the odd element sits
-    names = "[" + ",".join(odd if i % every == every - 1 else f'"n{i}"' for i in range(count)) + "]"
-    entries = draw(st.permutations([f'"names":{names}', f'"Pod":{draw(_document())}', f'"other":{{"names":{names}}}']))
+
+    def names(n: int) -> str:
+        return "[" + ",".join(odd if i % every == every - 1 else f'"n{i}"' for i in range(n)) + "]"
+
+    entries = draw(st.permutations([f'"names":{names(count)}', f'"Pod":{draw(_document())}',
+                                    f'"other":{{"names":{names(count)}}}',
+                                    f'"inlist":[{{"names":{names(count + 2)}}}]']))
     doc = ("{" + ",".join(entries) + "}").encode("utf-8", "surrogatepass")
     for _ in range(draw(st.integers(0, 2)) if draw(st.booleans()) else 0):
         at = draw(st.integers(0, len(doc)))
@@ -188,21 +193,30 @@ def _with_names(draw: st.DrawFn) -> tuple[bytes, int]:
     return doc, max(0, count + draw(st.sampled_from([-2, -1, 0, 1])))
 
 
+def _too_long(decoded: Any, bound: int) -> bool:
+    if not isinstance(decoded, dict):
+        return False
+    other = decoded.get("other")
+    arrays = [decoded.get("names"), other.get("names") if isinstance(other, dict) else None]
+    return any(isinstance(a, list) and len(a) > bound for a in arrays)
+
+
 @settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(case=_with_names())
 @example(case=(b'{"names": ["a", "b", "c"]}', 2))  # past the bound only by its last element, after the runs
 @example(case=(b'{"names": ["a", "b", {}]}', 2))  # ... by a container
-@example(case=(b'{"other": {"names": ["a", "b", "c"]}}', 0))  # nested: never bounded
+@example(case=(b'{"other": {"names": ["a", "b", "c"]}}', 2))  # a bounded path two keys deep
+@example(case=(b'{"inlist": [{"names": ["a", "b", "c"]}], "x": {"other": {"names": [1, 2, 3]}}}', 0))  # off the paths
 def test_a_bounded_array_stops_the_decoding_past_its_bound_and_changes_nothing_else(case: tuple[bytes, int]) -> None:
-    """With `bounded`, a document decodes as orjson decodes it (same values, same refusals), except that a
-    top-level "names" array longer than the bound stops the decoding there: Overlong, whatever follows."""
+    """With `bounded`, a document decodes as orjson decodes it (same values, same refusals), except that an array
+    on a bounded path ("names", "other"."names") longer than the bound stops the decoding there: Overlong,
+    whatever follows. Arrays elsewhere, inside arrays included, are never bounded."""
     doc, bound = case
     got = _bounded_verdict(doc, bound)
     expected = verdict(orjson.loads, doc)
-    decoded = orjson.loads(doc) if expected[0] == "ok" else None
-    too_long = isinstance(decoded, dict) and isinstance(decoded.get("names"), list) and len(decoded["names"]) > bound
+    too_long = expected[0] == "ok" and _too_long(orjson.loads(doc), bound)
     if got[0] == "overlong":
-        # orjson refuses something after the cut, or agrees that the array is too long
+        # orjson refuses something after the cut, or agrees that a bounded array is too long
         assert expected[0] == "refused" or too_long, doc
     else:
         assert got == expected and not too_long, doc
