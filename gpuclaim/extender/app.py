@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from gpuclaim.certs.files import CertReloader
 from gpuclaim.dra.config import Config
-from gpuclaim.serving import clientauth
+from gpuclaim.serving import clientauth, connections
 from gpuclaim.serving import metrics as serving_metrics
 from gpuclaim.serving import run as serving
 from gpuclaim.tasks import running
@@ -80,6 +80,7 @@ def create_app(config: Config, *, api: Any = None, view: ClusterView | None = No
     app[keys.READINESS] = readiness
     app[keys.REGISTRY] = registry
     app[keys.LONG_CALLS] = asyncio.Lock()
+    app[keys.BIG_READS] = connections.SourceSlots(handlers.BIG_READS_PER_SOURCE)
     app.router.add_post("/prioritize", handlers.prioritize, expect_handler=handlers.expect_continue)
     app.router.add_post("/filter", handlers.filter_nodes, expect_handler=handlers.expect_continue)
     app.router.add_get("/healthz", handlers.healthz)

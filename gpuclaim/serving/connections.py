@@ -31,10 +31,11 @@ to 500 MB). aiohttp has a keep-alive timer but no header, body or write timeout,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
 import struct
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -63,6 +64,32 @@ def source_of(address: Any) -> str:
 
 
 Refused = Callable[[str], None]  # called with the bound that refused: "site" or "source"
+
+
+class SourceSlots:
+    """At most `per_source` holders at once per source; the others wait their turn, in order. A source's entry
+    exists only while it has a holder or a waiter, so there are never more entries than open connections."""
+
+    def __init__(self, per_source: int) -> None:
+        self.per_source = per_source
+        self._by_source: dict[str, tuple[asyncio.Semaphore, list[int]]] = {}  # semaphore, [holders + waiters]
+
+    @contextlib.asynccontextmanager
+    async def slot(self, source: str) -> AsyncIterator[None]:
+        entry = self._by_source.get(source)
+        if entry is None:
+            entry = self._by_source[source] = (asyncio.Semaphore(self.per_source), [0])
+        entry[1][0] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1][0] -= 1
+            if not entry[1][0]:
+                del self._by_source[source]
+
+    def __len__(self) -> int:
+        return len(self._by_source)
 
 
 class Gate:
