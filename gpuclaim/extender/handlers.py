@@ -18,7 +18,7 @@ from typing import TypeVar, cast
 
 from aiohttp import web
 
-from gpuclaim.serving import connections, expect
+from gpuclaim.serving import connections, expect, offload
 
 from . import keys, mixed, predict, wire
 from .readiness import Readiness
@@ -32,7 +32,7 @@ _SLICE_SECONDS = 0.002
 _LONG = 1000
 #: a body above this is decoded in slices (the webhook's threshold for its worker thread); below, one orjson call
 #: is shorter than a slice
-BIG_BODY_BYTES = 256 * 1024
+BIG_BODY_BYTES = offload.BIG_BODY_BYTES
 #: big bodies one source may have read at once: with all of 50 clients' 1.45 MB bodies read at once, every loop
 #: turn read 50 sockets and woke 50 handlers, and ordinary calls waited 23-36 ms at p99 (issue 22's
 #: clients_50x50k); with 2, 6.8-8.1 ms (one body is read while the one before it is decoded)

@@ -66,30 +66,33 @@ def source_of(address: Any) -> str:
 Refused = Callable[[str], None]  # called with the bound that refused: "site" or "source"
 
 
+@dataclass(slots=True)
+class _Turns:
+    semaphore: asyncio.Semaphore
+    users: int = 0  # holders and waiters
+
+
 class SourceSlots:
     """At most `per_source` holders at once per source; the others wait their turn, in order. A source's entry
     exists only while it has a holder or a waiter, so there are never more entries than open connections."""
 
     def __init__(self, per_source: int) -> None:
         self.per_source = per_source
-        self._by_source: dict[str, tuple[asyncio.Semaphore, list[int]]] = {}  # semaphore, [holders + waiters]
+        self._by_source: dict[str, _Turns] = {}
 
     @contextlib.asynccontextmanager
     async def slot(self, source: str) -> AsyncIterator[None]:
-        entry = self._by_source.get(source)
-        if entry is None:
-            entry = self._by_source[source] = (asyncio.Semaphore(self.per_source), [0])
-        entry[1][0] += 1
+        turns = self._by_source.get(source)
+        if turns is None:
+            turns = self._by_source[source] = _Turns(asyncio.Semaphore(self.per_source))
+        turns.users += 1
         try:
-            async with entry[0]:
+            async with turns.semaphore:
                 yield
         finally:
-            entry[1][0] -= 1
-            if not entry[1][0]:
+            turns.users -= 1
+            if not turns.users:
                 del self._by_source[source]
-
-    def __len__(self) -> int:
-        return len(self._by_source)
 
 
 class Gate:
